@@ -1,0 +1,14 @@
+//! The pinned pack artifact (`ctxpack.pack/v1`): its data model, canonical bytes,
+//! hashing and verification.
+//!
+//! The artifact is the only thing the runtime sees. Everything it needs is here, typed;
+//! the model is shared by the lowering stage (which produces it) and the runtime
+//! (which consumes it), so the two can never disagree about a field.
+
+pub mod canonical;
+pub mod model;
+pub mod verify;
+
+pub use canonical::{canonical_bytes, content_hash};
+pub use model::*;
+pub use verify::{verify_bytes, verify_value, ArtifactError};

@@ -1,0 +1,2 @@
+//! ctxpack: a declarative language and compiler for the context of LLM agents.
+pub mod artifact;
