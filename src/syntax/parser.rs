@@ -1,0 +1,1279 @@
+//! The parser driver: pest, one item at a time, with recovery at item boundaries.
+//!
+//! Parsing never fails. A syntax error in an item is reported once (E0001, saying
+//! what was expected) and the driver resynchronizes on the next top-level item
+//! keyword outside any braces, so the items after it are still parsed and checked.
+//! When an item's head (`tool NAME`, ...) parsed, its name stays declared.
+
+use pest::iterators::Pair;
+use pest::Parser as _;
+
+use super::ast::*;
+use super::strings;
+use crate::artifact::{Approval, Overflow, Risk, SafetyMode, Tokenizer};
+use crate::diagnostic::Diagnostic;
+use crate::span::Span;
+
+#[derive(pest_derive::Parser)]
+#[grammar = "grammar/ctxpack.pest"]
+struct CtxpackParser;
+
+/// Parses a whole file. Always returns a tree; diagnostics are in source order.
+pub fn parse(source: &str) -> (File, Vec<Diagnostic>) {
+    let mut p = Driver {
+        source,
+        diags: Vec::new(),
+    };
+    let file = p.file();
+    let mut diags = p.diags;
+    diags.sort_by_key(|d| d.span.start);
+    (file, diags)
+}
+
+struct Driver<'s> {
+    source: &'s str,
+    diags: Vec<Diagnostic>,
+}
+
+impl<'s> Driver<'s> {
+    fn file(&mut self) -> File {
+        let mut pos = self.skip_trivia(0);
+        let mut header = None;
+        let mut items = Vec::new();
+        while pos < self.source.len() {
+            let rest = &self.source[pos..];
+            if starts_with_word(rest, "pack") {
+                match self.parse_rule(Rule::header, pos) {
+                    Ok((pair, end)) => {
+                        let h = self.header(pair);
+                        if header.is_some() {
+                            self.diags.push(
+                                Diagnostic::new("E0105", h.keyword, "the `pack` header is declared twice")
+                                    .with_label("second header")
+                                    .with_help("a file declares exactly one pack"),
+                            );
+                        } else if !items.is_empty() {
+                            self.diags.push(
+                                Diagnostic::new("E0001", h.keyword, "the `pack` header must be the first item")
+                                    .with_label("header after other items")
+                                    .with_help("move `pack \"scope/name\" version \"X.Y.Z\"` to the top of the file"),
+                            );
+                            header = Some(h);
+                        } else {
+                            header = Some(h);
+                        }
+                        pos = self.skip_trivia(end);
+                    }
+                    Err(error_at) => {
+                        pos = self.recover(pos, error_at);
+                    }
+                }
+                continue;
+            }
+            if header.is_none() && items.is_empty() {
+                let end = token_end(self.source, pos);
+                self.diags.push(
+                    Diagnostic::new("E0001", Span::new(pos, end), "expected the pack header")
+                        .with_label("expected `pack` here")
+                        .with_help("a file starts with `pack \"scope/name\" version \"X.Y.Z\"`"),
+                );
+            }
+            match self.parse_rule(Rule::item, pos) {
+                Ok((pair, end)) => {
+                    if let Some(item) = self.item(pair) {
+                        items.push(item);
+                    }
+                    pos = self.skip_trivia(end);
+                }
+                Err(error_at) => {
+                    if let Some(item) = self.broken_item(pos) {
+                        items.push(item);
+                    }
+                    pos = self.recover(pos, error_at);
+                }
+            }
+        }
+        File { header, items }
+    }
+
+    /// Parses `rule` at `pos`. On failure reports E0001 and returns the error offset.
+    fn parse_rule(&mut self, rule: Rule, pos: usize) -> Result<(Pair<'s, Rule>, usize), usize> {
+        let input = &self.source[pos..];
+        match CtxpackParser::parse(rule, input) {
+            Ok(mut pairs) => match pairs.next() {
+                Some(pair) => {
+                    let end = pos + pair.as_span().end();
+                    Ok((pair, end))
+                }
+                None => Err(pos),
+            },
+            Err(err) => {
+                let at = pos
+                    + match err.location {
+                        pest::error::InputLocation::Pos(p) => p,
+                        pest::error::InputLocation::Span((s, _)) => s,
+                    };
+                let expected = match err.variant {
+                    pest::error::ErrorVariant::ParsingError { positives, .. } => positives,
+                    pest::error::ErrorVariant::CustomError { .. } => Vec::new(),
+                };
+                let punctuation = expected_punctuation(rule, input);
+                self.syntax_error(at, &expected, &punctuation);
+                Err(at)
+            }
+        }
+    }
+
+    fn syntax_error(&mut self, at: usize, expected: &[Rule], punctuation: &[String]) {
+        let mut names: Vec<&str> = expected.iter().filter_map(|r| describe(*r)).collect();
+        let has_cmp = names.contains(&"a comparison operator");
+        names.extend(
+            punctuation
+                .iter()
+                .map(String::as_str)
+                .filter(|p| !(has_cmp && (*p == "`<`" || *p == "`>`"))),
+        );
+        names.sort_unstable();
+        names.dedup();
+        let found_end = token_end(self.source, at);
+        let found = if at >= self.source.len() {
+            "end of file".to_owned()
+        } else if self.source[at..].starts_with('"') {
+            "a string".to_owned()
+        } else {
+            format!("`{}`", &self.source[at..found_end])
+        };
+        let expected_text = match names.len() {
+            0 => "valid syntax".to_owned(),
+            1 => names[0].to_owned(),
+            n => format!("{} or {}", names[..n - 1].join(", "), names[n - 1]),
+        };
+        let span = if at >= self.source.len() {
+            Span::new(self.source.len(), self.source.len())
+        } else {
+            Span::new(at, found_end)
+        };
+        self.diags.push(
+            Diagnostic::new("E0001", span, format!("expected {expected_text}, found {found}"))
+                .with_label(format!("expected {expected_text}"))
+                .with_help(syntax_help(&names)),
+        );
+    }
+
+    /// After a syntax error at `error_at` in the item that starts at `item_start`:
+    /// the offset of the next top-level item keyword at brace depth 0 after the error.
+    fn recover(&self, item_start: usize, error_at: usize) -> usize {
+        let src = self.source.as_bytes();
+        let mut depth: i64 = 0;
+        let mut i = item_start;
+        let mut fallback: Option<usize> = None;
+        while i < src.len() {
+            let b = src[i];
+            if i >= error_at && i > item_start && (depth <= 0 || at_line_start(src, i)) && is_item_keyword(self.source, i) {
+                if depth <= 0 {
+                    return i;
+                }
+                // An item keyword at the start of a line inside unbalanced braces: the
+                // braces may never close, so remember it in case they do not.
+                fallback.get_or_insert(i);
+            }
+            match b {
+                b'"' => {
+                    i = skip_string(src, i);
+                    continue;
+                }
+                b'/' if src.get(i + 1) == Some(&b'/') => {
+                    while i < src.len() && src[i] != b'\n' {
+                        i += 1;
+                    }
+                    continue;
+                }
+                b'{' => depth += 1,
+                b'}' => depth -= 1,
+                _ => {}
+            }
+            // Identifiers are skipped whole so that keywords are only seen at word starts.
+            if b.is_ascii_lowercase() || b == b'_' {
+                while i < src.len() && (src[i].is_ascii_lowercase() || src[i].is_ascii_digit() || src[i] == b'_') {
+                    i += 1;
+                }
+                continue;
+            }
+            i += 1;
+        }
+        fallback.unwrap_or(src.len())
+    }
+
+    fn broken_item(&mut self, pos: usize) -> Option<Item> {
+        let input = &self.source[pos..];
+        let keyword_end = token_end(self.source, pos);
+        let keyword = Span::new(pos, keyword_end);
+        let pair = CtxpackParser::parse(Rule::item_head, input).ok()?.next()?;
+        let mut inner = pair.into_inner();
+        let kw = inner.next()?;
+        let kind = match kw.as_rule() {
+            Rule::kw_tool => BrokenKind::Tool,
+            Rule::kw_intent => BrokenKind::Intent,
+            Rule::kw_policy => BrokenKind::Policy,
+            Rule::kw_redactor => BrokenKind::Redactor,
+            Rule::kw_block => BrokenKind::Block,
+            Rule::kw_bucket => BrokenKind::Bucket,
+            _ => BrokenKind::Other,
+        };
+        let name = inner.next().map(|p| Ident {
+            name: p.as_str().to_owned(),
+            span: self.span_at(pos, &p),
+        });
+        Some(Item {
+            kind: ItemKind::Broken(Broken { kind, name }),
+            span: Span::new(pos, keyword_end),
+            keyword,
+            doc: self.doc_above(pos),
+        })
+    }
+
+    fn span_at(&self, base: usize, pair: &Pair<'_, Rule>) -> Span {
+        let s = pair.as_span();
+        Span::new(base + s.start(), base + s.end())
+    }
+
+    fn skip_trivia(&self, mut pos: usize) -> usize {
+        let src = self.source.as_bytes();
+        loop {
+            while pos < src.len() && matches!(src[pos], b' ' | b'\t' | b'\r' | b'\n') {
+                pos += 1;
+            }
+            if self.source[pos..].starts_with('\u{FEFF}') {
+                pos += '\u{FEFF}'.len_utf8();
+                continue;
+            }
+            if src.get(pos) == Some(&b'/') && src.get(pos + 1) == Some(&b'/') {
+                while pos < src.len() && src[pos] != b'\n' {
+                    pos += 1;
+                }
+                continue;
+            }
+            return pos;
+        }
+    }
+
+    /// The `///` lines directly above `offset`, joined with newlines.
+    fn doc_above(&self, offset: usize) -> Option<String> {
+        doc_above(self.source, offset)
+    }
+
+    // -----------------------------------------------------------------------------
+    // Building the tree. Pairs come from the item's own parse, so their offsets are
+    // relative to the item start; `Ctx` carries that base.
+    // -----------------------------------------------------------------------------
+
+    fn header(&mut self, pair: Pair<'s, Rule>) -> Header {
+        let base = self.base_of(&pair);
+        let span = self.abs(base, &pair);
+        let mut keyword = span;
+        let mut strings = Vec::new();
+        let mut library = None;
+        for p in pair.into_inner() {
+            match p.as_rule() {
+                Rule::kw_pack => keyword = self.abs(base, &p),
+                Rule::string => strings.push(self.string(base, p)),
+                Rule::kw_library => library = Some(self.abs(base, &p)),
+                _ => {}
+            }
+        }
+        let mut strings = strings.into_iter();
+        let name = strings.next().unwrap_or_else(|| empty_lit(span.end));
+        let version = strings.next().unwrap_or_else(|| empty_lit(span.end));
+        Header {
+            keyword,
+            name,
+            version,
+            library,
+            span,
+        }
+    }
+
+    /// Offsets in a pair are relative to the slice it was parsed from; this recovers
+    /// the slice's start from the pair's input pointer.
+    fn base_of(&self, pair: &Pair<'s, Rule>) -> usize {
+        let input = pair.get_input();
+        (input.as_ptr() as usize).saturating_sub(self.source.as_ptr() as usize)
+    }
+
+    fn abs(&self, base: usize, pair: &Pair<'_, Rule>) -> Span {
+        self.span_at(base, pair)
+    }
+
+    fn ident(&self, base: usize, pair: &Pair<'_, Rule>) -> Ident {
+        Ident {
+            name: pair.as_str().to_owned(),
+            span: self.abs(base, pair),
+        }
+    }
+
+    fn string(&mut self, base: usize, pair: Pair<'s, Rule>) -> StrLit {
+        let span = self.abs(base, &pair);
+        let triple = pair.clone().into_inner().next().is_some_and(|p| p.as_rule() == Rule::triple_string);
+        strings::decode(self.source, span, triple, &mut self.diags)
+    }
+
+    fn item(&mut self, pair: Pair<'s, Rule>) -> Option<Item> {
+        let base = self.base_of(&pair);
+        let inner = pair.into_inner().next()?;
+        let span = self.abs(base, &inner);
+        let doc = self.doc_above(span.start);
+        let mut parts = inner.clone().into_inner();
+        let keyword = parts.next().map_or(span, |p| self.abs(base, &p));
+        let kind = match inner.as_rule() {
+            Rule::import_item => {
+                let mut name = None;
+                let mut version = None;
+                for p in parts {
+                    if p.as_rule() == Rule::string {
+                        let s = self.string(base, p);
+                        if name.is_none() {
+                            name = Some(s);
+                        } else {
+                            version = Some(s);
+                        }
+                    }
+                }
+                ItemKind::Import(Import {
+                    name: name.unwrap_or_else(|| empty_lit(span.end)),
+                    version,
+                })
+            }
+            Rule::description_item => {
+                let s = parts.find(|p| p.as_rule() == Rule::string)?;
+                ItemKind::Description(self.string(base, s))
+            }
+            Rule::context_item => ItemKind::Context(
+                parts
+                    .filter(|p| p.as_rule() == Rule::field_decl)
+                    .map(|p| self.field_decl(base, p))
+                    .collect(),
+            ),
+            Rule::prompt_item => {
+                let role_pair = parts.next()?;
+                let role = if role_pair.as_str() == "system" {
+                    Role::System
+                } else {
+                    Role::Developer
+                };
+                let role_span = self.abs(base, &role_pair);
+                let text = self.string(base, parts.next()?);
+                ItemKind::Prompt(Prompt { role, role_span, text })
+            }
+            Rule::budget_item => ItemKind::Budget(self.budget(base, parts)),
+            Rule::tool_item => ItemKind::Tool(self.tool(base, parts)?),
+            Rule::prohibit_item => ItemKind::Prohibit(self.name_list(base, parts.next()?)),
+            Rule::intent_item => ItemKind::Intent(self.intent(base, parts)?),
+            Rule::redactor_item => {
+                let name = self.ident(base, &parts.next()?);
+                let pattern = parts.find(|p| p.as_rule() == Rule::string)?;
+                ItemKind::Redactor(Redactor {
+                    name,
+                    pattern: self.string(base, pattern),
+                })
+            }
+            Rule::policy_item => ItemKind::Policy(self.policy(base, parts)?),
+            Rule::block_item => {
+                let name = self.ident(base, &parts.next()?);
+                let mut bucket = None;
+                let mut priority = None;
+                let mut text = None;
+                for p in parts {
+                    match p.as_rule() {
+                        Rule::ident => bucket = Some(self.ident(base, &p)),
+                        Rule::policy_priority => priority = self.priority(base, p),
+                        Rule::string => text = Some(self.string(base, p)),
+                        _ => {}
+                    }
+                }
+                ItemKind::Block(Block {
+                    name,
+                    bucket: bucket?,
+                    priority,
+                    text: text?,
+                })
+            }
+            _ => return None,
+        };
+        Some(Item {
+            kind,
+            span,
+            keyword,
+            doc,
+        })
+    }
+
+    fn field_decl(&mut self, base: usize, pair: Pair<'s, Rule>) -> FieldDecl {
+        let span = self.abs(base, &pair);
+        let mut inner = pair.into_inner();
+        let path = inner.next().map_or(
+            Ident {
+                name: String::new(),
+                span,
+            },
+            |p| self.ident(base, &p),
+        );
+        let ty = inner.next().map_or(
+            TypeExpr {
+                kind: TypeKind::String,
+                optional: false,
+                span,
+            },
+            |p| self.type_expr(base, p),
+        );
+        FieldDecl {
+            doc: self.doc_above(span.start),
+            path,
+            ty,
+        }
+    }
+
+    fn type_expr(&mut self, base: usize, pair: Pair<'s, Rule>) -> TypeExpr {
+        let span = self.abs(base, &pair);
+        let mut kind = TypeKind::String;
+        let mut optional = false;
+        for p in pair.into_inner() {
+            match p.as_rule() {
+                Rule::base_type => kind = self.base_type(base, p),
+                Rule::optional_mark => optional = true,
+                _ => {}
+            }
+        }
+        TypeExpr { kind, optional, span }
+    }
+
+    fn base_type(&mut self, base: usize, pair: Pair<'s, Rule>) -> TypeKind {
+        let Some(inner) = pair.into_inner().next() else {
+            return TypeKind::String;
+        };
+        match inner.as_rule() {
+            Rule::prim_type => match inner.as_str().trim() {
+                "int" => TypeKind::Int,
+                "float" => TypeKind::Float,
+                "bool" => TypeKind::Bool,
+                "timestamp" => TypeKind::Timestamp,
+                _ => TypeKind::String,
+            },
+            Rule::list_type => {
+                let item = inner
+                    .into_inner()
+                    .next()
+                    .map_or(TypeKind::String, |p| self.base_type(base, p));
+                TypeKind::List(Box::new(item))
+            }
+            Rule::enum_type => TypeKind::Enum(
+                inner
+                    .into_inner()
+                    .filter(|p| p.as_rule() == Rule::string)
+                    .map(|p| self.string(base, p))
+                    .collect(),
+            ),
+            _ => TypeKind::String,
+        }
+    }
+
+    fn int_value(&mut self, base: usize, pair: &Pair<'_, Rule>) -> Option<Spanned<i64>> {
+        let span = self.abs(base, pair);
+        let digits: String = pair.as_str().chars().filter(|c| *c != '_').collect();
+        match digits.parse::<i64>() {
+            Ok(value) => Some(Spanned { value, span }),
+            Err(_) => {
+                self.diags.push(
+                    Diagnostic::new("E0001", span, format!("integer `{}` is out of range", pair.as_str()))
+                        .with_label("too large")
+                        .with_help("integers range from -9223372036854775808 to 9223372036854775807"),
+                );
+                None
+            }
+        }
+    }
+
+    fn percent(&mut self, base: usize, pair: &Pair<'_, Rule>) -> Option<Spanned<u64>> {
+        let span = self.abs(base, pair);
+        let text: String = pair.as_str().trim_end_matches('%').chars().filter(|c| *c != '_').collect();
+        let (whole, frac) = text.split_once('.').unwrap_or((&text, ""));
+        let ppm = if frac.len() > 4 {
+            None
+        } else {
+            let frac_ppm = format!("{frac:0<4}").parse::<u64>().ok();
+            whole
+                .parse::<u64>()
+                .ok()
+                .and_then(|w| w.checked_mul(10_000))
+                .zip(frac_ppm)
+                .and_then(|(w, f)| w.checked_add(f))
+        };
+        match ppm {
+            Some(value) => Some(Spanned { value, span }),
+            None => {
+                self.diags.push(
+                    Diagnostic::new("E0001", span, format!("percentage `{}` cannot be represented", pair.as_str()))
+                        .with_label("invalid percentage")
+                        .with_help("percentages take at most four decimal places, e.g. `12.5%`"),
+                );
+                None
+            }
+        }
+    }
+
+    fn priority(&mut self, base: usize, pair: Pair<'s, Rule>) -> Option<Spanned<i64>> {
+        let int = pair.into_inner().find(|p| p.as_rule() == Rule::int)?;
+        self.int_value(base, &int)
+    }
+
+    fn duplicate_field(&mut self, seen: bool, keyword: Span, name: &str) {
+        if seen {
+            self.diags.push(
+                Diagnostic::new("E0105", keyword, format!("`{name}` is declared twice"))
+                    .with_label("second declaration")
+                    .with_help(format!("keep one `{name}`")),
+            );
+        }
+    }
+
+    fn budget(&mut self, base: usize, parts: pest::iterators::Pairs<'s, Rule>) -> Budget {
+        let mut budget = Budget {
+            total: None,
+            tokenizer: None,
+            buckets: Vec::new(),
+        };
+        for p in parts {
+            match p.as_rule() {
+                Rule::total_entry => {
+                    let kw = self.first_span(base, &p);
+                    self.duplicate_field(budget.total.is_some(), kw, "total");
+                    if let Some(int) = p.into_inner().find(|q| q.as_rule() == Rule::int) {
+                        budget.total = self.int_value(base, &int).or(budget.total);
+                    }
+                }
+                Rule::tokenizer_entry => {
+                    let kw = self.first_span(base, &p);
+                    self.duplicate_field(budget.tokenizer.is_some(), kw, "tokenizer");
+                    if let Some(t) = p.into_inner().find(|q| q.as_rule() == Rule::tokenizer_name) {
+                        if let Some(value) = Tokenizer::parse(t.as_str()) {
+                            budget.tokenizer = Some(Spanned {
+                                value,
+                                span: self.abs(base, &t),
+                            });
+                        }
+                    }
+                }
+                Rule::bucket => {
+                    let b = self.bucket(base, p);
+                    budget.buckets.push(b);
+                }
+                _ => {}
+            }
+        }
+        budget
+    }
+
+    fn first_span(&self, base: usize, pair: &Pair<'_, Rule>) -> Span {
+        pair.clone()
+            .into_inner()
+            .next()
+            .map_or_else(|| self.abs(base, pair), |p| self.abs(base, &p))
+    }
+
+    fn bucket(&mut self, base: usize, pair: Pair<'s, Rule>) -> BucketDecl {
+        let span = self.abs(base, &pair);
+        let mut inner = pair.into_inner();
+        inner.next(); // `bucket`
+        let name = inner.next().map_or(
+            Ident {
+                name: String::new(),
+                span,
+            },
+            |p| self.ident(base, &p),
+        );
+        let mut b = BucketDecl {
+            name,
+            share: None,
+            priority: None,
+            min: None,
+            overflow: None,
+            span,
+        };
+        for p in inner {
+            let kw = self.first_span(base, &p);
+            match p.as_rule() {
+                Rule::share_field => {
+                    self.duplicate_field(b.share.is_some(), kw, "share");
+                    if let Some(v) = p.into_inner().find(|q| q.as_rule() == Rule::percent) {
+                        b.share = self.percent(base, &v).or(b.share);
+                    }
+                }
+                Rule::priority_field => {
+                    self.duplicate_field(b.priority.is_some(), kw, "priority");
+                    if let Some(v) = p.into_inner().find(|q| q.as_rule() == Rule::int) {
+                        b.priority = self.int_value(base, &v).or(b.priority);
+                    }
+                }
+                Rule::min_field => {
+                    self.duplicate_field(b.min.is_some(), kw, "min");
+                    if let Some(v) = p.into_inner().find(|q| q.as_rule() == Rule::int) {
+                        b.min = self.int_value(base, &v).or(b.min);
+                    }
+                }
+                Rule::overflow_field => {
+                    self.duplicate_field(b.overflow.is_some(), kw, "overflow");
+                    if let Some(v) = p.into_inner().find(|q| q.as_rule() == Rule::overflow_mode) {
+                        let value = match v.as_str() {
+                            "truncate" => Overflow::Truncate,
+                            "error" => Overflow::Error,
+                            _ => Overflow::Drop,
+                        };
+                        b.overflow = Some(Spanned {
+                            value,
+                            span: self.abs(base, &v),
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        b
+    }
+
+    fn tool(&mut self, base: usize, mut parts: pest::iterators::Pairs<'s, Rule>) -> Option<Tool> {
+        let name = self.ident(base, &parts.next()?);
+        let mut tool = Tool {
+            name,
+            description: None,
+            kind: None,
+            risk: None,
+            approval: None,
+            input: None,
+        };
+        for p in parts {
+            let kw = self.first_span(base, &p);
+            let rule = p.as_rule();
+            let mut inner = p.into_inner();
+            inner.next(); // the field keyword
+            match rule {
+                Rule::description_field => {
+                    self.duplicate_field(tool.description.is_some(), kw, "description");
+                    if let Some(s) = inner.next() {
+                        tool.description = Some(self.string(base, s));
+                    }
+                }
+                Rule::kind_field => {
+                    self.duplicate_field(tool.kind.is_some(), kw, "kind");
+                    tool.kind = inner.next().map(|s| self.ident(base, &s));
+                }
+                Rule::risk_field => {
+                    self.duplicate_field(tool.risk.is_some(), kw, "risk");
+                    tool.risk = inner.next().map(|s| Spanned {
+                        value: match s.as_str() {
+                            "medium" => Risk::Medium,
+                            "high" => Risk::High,
+                            "critical" => Risk::Critical,
+                            _ => Risk::Low,
+                        },
+                        span: self.abs(base, &s),
+                    });
+                }
+                Rule::approval_field => {
+                    self.duplicate_field(tool.approval.is_some(), kw, "approval");
+                    tool.approval = inner.next().map(|s| Spanned {
+                        value: match s.as_str() {
+                            "confirm" => Approval::Confirm,
+                            "review" => Approval::Review,
+                            _ => Approval::Auto,
+                        },
+                        span: self.abs(base, &s),
+                    });
+                }
+                Rule::input_field => {
+                    self.duplicate_field(tool.input.is_some(), kw, "input");
+                    let decls = inner
+                        .filter(|q| q.as_rule() == Rule::input_decl)
+                        .map(|q| {
+                            let span = self.abs(base, &q);
+                            let mut parts = q.into_inner();
+                            let name = parts.next().map_or(
+                                Ident {
+                                    name: String::new(),
+                                    span,
+                                },
+                                |n| self.ident(base, &n),
+                            );
+                            let ty = parts.next().map_or(
+                                TypeExpr {
+                                    kind: TypeKind::String,
+                                    optional: false,
+                                    span,
+                                },
+                                |t| self.type_expr(base, t),
+                            );
+                            InputDecl {
+                                doc: self.doc_above(span.start),
+                                name,
+                                ty,
+                            }
+                        })
+                        .collect();
+                    tool.input = Some(decls);
+                }
+                _ => {}
+            }
+        }
+        Some(tool)
+    }
+
+    fn name_list(&self, base: usize, pair: Pair<'_, Rule>) -> Vec<Ident> {
+        pair.into_inner()
+            .filter(|p| p.as_rule() == Rule::ident)
+            .map(|p| self.ident(base, &p))
+            .collect()
+    }
+
+    fn intent(&mut self, base: usize, mut parts: pest::iterators::Pairs<'s, Rule>) -> Option<Intent> {
+        let name = self.ident(base, &parts.next()?);
+        let mut intent = Intent {
+            name,
+            fallback: None,
+            description: None,
+            safety: None,
+            tools: Vec::new(),
+            task: None,
+            budget: None,
+        };
+        let mut saw_tools = false;
+        for p in parts {
+            let kw = self.first_span(base, &p);
+            let rule = p.as_rule();
+            if rule == Rule::kw_fallback {
+                intent.fallback = Some(self.abs(base, &p));
+                continue;
+            }
+            let mut inner = p.into_inner();
+            inner.next(); // the field keyword
+            match rule {
+                Rule::description_field => {
+                    self.duplicate_field(intent.description.is_some(), kw, "description");
+                    if let Some(s) = inner.next() {
+                        intent.description = Some(self.string(base, s));
+                    }
+                }
+                Rule::safety_field => {
+                    self.duplicate_field(intent.safety.is_some(), kw, "safety");
+                    intent.safety = inner.next().map(|s| Spanned {
+                        value: match s.as_str() {
+                            "supervised" => SafetyMode::Supervised,
+                            "reviewed" => SafetyMode::Reviewed,
+                            _ => SafetyMode::Autonomous,
+                        },
+                        span: self.abs(base, &s),
+                    });
+                }
+                Rule::tools_field => {
+                    self.duplicate_field(saw_tools, kw, "tools");
+                    saw_tools = true;
+                    if let Some(list) = inner.next() {
+                        intent.tools.extend(self.name_list(base, list));
+                    }
+                }
+                Rule::task_field => {
+                    self.duplicate_field(intent.task.is_some(), kw, "task");
+                    if let Some(s) = inner.next() {
+                        intent.task = Some(self.string(base, s));
+                    }
+                }
+                Rule::intent_budget => {
+                    self.duplicate_field(intent.budget.is_some(), kw, "budget");
+                    let mut overrides = Vec::new();
+                    for o in inner.filter(|q| q.as_rule() == Rule::share_override) {
+                        let mut op = o.into_inner();
+                        let (Some(n), Some(v)) = (op.next(), op.next()) else {
+                            continue;
+                        };
+                        let bucket = self.ident(base, &n);
+                        if let Some(share) = self.percent(base, &v) {
+                            overrides.push((bucket, share));
+                        }
+                    }
+                    intent.budget = Some(IntentBudget { keyword: kw, overrides });
+                }
+                _ => {}
+            }
+        }
+        Some(intent)
+    }
+
+    fn policy(&mut self, base: usize, mut parts: pest::iterators::Pairs<'s, Rule>) -> Option<Policy> {
+        let name = self.ident(base, &parts.next()?);
+        let mut priority = None;
+        let mut advisory = None;
+        let mut when = None;
+        let mut effects = Vec::new();
+        for p in parts {
+            match p.as_rule() {
+                Rule::policy_priority => priority = self.priority(base, p),
+                Rule::kw_advisory => advisory = Some(self.abs(base, &p)),
+                Rule::when_clause => {
+                    if let Some(e) = p.into_inner().find(|q| q.as_rule() == Rule::expr) {
+                        when = Some(self.expr(base, e));
+                    }
+                }
+                Rule::refuse_effect
+                | Rule::escalate_effect
+                | Rule::require_effect
+                | Rule::deny_effect
+                | Rule::redact_effect
+                | Rule::instruct_effect => {
+                    let rule = p.as_rule();
+                    let mut inner = p.into_inner();
+                    let Some(kw) = inner.next() else { continue };
+                    let keyword = self.abs(base, &kw);
+                    let Some(arg) = inner.next() else { continue };
+                    let kind = match rule {
+                        Rule::refuse_effect => EffectKind::Refuse(self.string(base, arg)),
+                        Rule::escalate_effect => EffectKind::Escalate(self.string(base, arg)),
+                        Rule::instruct_effect => EffectKind::Instruct(self.string(base, arg)),
+                        Rule::require_effect => EffectKind::RequireApproval(self.name_list(base, arg)),
+                        Rule::deny_effect => EffectKind::Deny(self.name_list(base, arg)),
+                        _ => EffectKind::Redact(self.name_list(base, arg)),
+                    };
+                    effects.push(Effect { kind, keyword });
+                }
+                _ => {}
+            }
+        }
+        Some(Policy {
+            name,
+            priority,
+            advisory,
+            when: when?,
+            effects,
+        })
+    }
+
+    fn expr(&mut self, base: usize, pair: Pair<'s, Rule>) -> Expr {
+        let span = self.abs(base, &pair);
+        let rule = pair.as_rule();
+        if rule == Rule::string {
+            let lit = self.string(base, pair);
+            return Expr {
+                kind: ExprKind::Str(lit),
+                span,
+            };
+        }
+        let mut inner: Vec<Pair<'s, Rule>> = pair.into_inner().collect();
+        let kind = match rule {
+            Rule::expr => match inner.pop() {
+                Some(p) => return self.expr(base, p),
+                None => ExprKind::Null,
+            },
+            Rule::or_expr | Rule::and_expr => {
+                let operands: Vec<Expr> = inner
+                    .into_iter()
+                    .filter(|p| !matches!(p.as_rule(), Rule::or_op | Rule::and_op))
+                    .map(|p| self.expr(base, p))
+                    .collect();
+                if operands.len() == 1 {
+                    return operands.into_iter().next().unwrap_or(Expr {
+                        kind: ExprKind::Null,
+                        span,
+                    });
+                }
+                if rule == Rule::or_expr {
+                    ExprKind::Or(operands)
+                } else {
+                    ExprKind::And(operands)
+                }
+            }
+            Rule::not_expr => {
+                if inner.first().is_some_and(|p| p.as_rule() == Rule::not_op) {
+                    match inner.pop() {
+                        Some(operand) => ExprKind::Not(Box::new(self.expr(base, operand))),
+                        None => ExprKind::Null,
+                    }
+                } else {
+                    match inner.pop() {
+                        Some(p) => return self.expr(base, p),
+                        None => ExprKind::Null,
+                    }
+                }
+            }
+            Rule::cmp_expr => {
+                if inner.len() == 3 {
+                    let rhs = inner.pop().map(|p| self.expr(base, p));
+                    let op = inner.pop();
+                    let lhs = inner.pop().map(|p| self.expr(base, p));
+                    match (lhs, op, rhs) {
+                        (Some(lhs), Some(op), Some(rhs)) => {
+                            let op_span = self.abs(base, &op);
+                            let op = match op.as_str() {
+                                "==" => CmpOp::Eq,
+                                "!=" => CmpOp::Ne,
+                                "<" => CmpOp::Lt,
+                                "<=" => CmpOp::Le,
+                                ">" => CmpOp::Gt,
+                                ">=" => CmpOp::Ge,
+                                _ => CmpOp::In,
+                            };
+                            ExprKind::Cmp {
+                                op,
+                                op_span,
+                                lhs: Box::new(lhs),
+                                rhs: Box::new(rhs),
+                            }
+                        }
+                        _ => ExprKind::Null,
+                    }
+                } else {
+                    match inner.pop() {
+                        Some(p) => return self.expr(base, p),
+                        None => ExprKind::Null,
+                    }
+                }
+            }
+            Rule::paren_expr => match inner.pop() {
+                Some(p) => ExprKind::Paren(Box::new(self.expr(base, p))),
+                None => ExprKind::Null,
+            },
+            Rule::list_expr => ExprKind::List(inner.into_iter().map(|p| self.expr(base, p)).collect()),
+            Rule::exists_call => match inner.pop() {
+                Some(p) => ExprKind::Exists(p.as_str().to_owned(), self.abs(base, &p)),
+                None => ExprKind::Null,
+            },
+            Rule::json_expr => {
+                let text = inner.pop().map(|p| p.as_str().to_owned()).unwrap_or_default();
+                match serde_json::from_str::<serde_json::Value>(&text) {
+                    Ok(v) => ExprKind::Json(Some(v)),
+                    Err(e) => {
+                        self.diags.push(
+                            Diagnostic::new("E0205", span, format!("malformed JSON in `json {{ ... }}`: {e}"))
+                                .with_label("not valid JSON")
+                                .with_help("write a JSON object, e.g. `json { \"==\": [{ \"var\": \"ctx.a\" }, 1] }`"),
+                        );
+                        ExprKind::Json(None)
+                    }
+                }
+            }
+            Rule::path => ExprKind::Path(span_text(self.source, span).to_owned()),
+            Rule::true_lit => ExprKind::Bool(true),
+            Rule::false_lit => ExprKind::Bool(false),
+            Rule::null_lit => ExprKind::Null,
+            Rule::int => match self.int_value_span(span) {
+                Some(v) => ExprKind::Int(v),
+                None => ExprKind::Null,
+            },
+            Rule::float => {
+                let text: String = span_text(self.source, span).chars().filter(|c| *c != '_').collect();
+                ExprKind::Float(text.parse().unwrap_or(0.0))
+            }
+            _ => ExprKind::Null,
+        };
+        Expr { kind, span }
+    }
+
+    fn int_value_span(&mut self, span: Span) -> Option<i64> {
+        let text = span_text(self.source, span);
+        let digits: String = text.chars().filter(|c| *c != '_').collect();
+        match digits.parse::<i64>() {
+            Ok(v) => Some(v),
+            Err(_) => {
+                self.diags.push(
+                    Diagnostic::new("E0001", span, format!("integer `{text}` is out of range"))
+                        .with_label("too large")
+                        .with_help("integers range from -9223372036854775808 to 9223372036854775807"),
+                );
+                None
+            }
+        }
+    }
+}
+
+/// Punctuation is not a rule, so pest's positives cannot name it. Error paths are
+/// rare, so we parse the failing item again with pest's detailed attempt tracking on
+/// and keep the punctuation it expected.
+fn expected_punctuation(rule: Rule, input: &str) -> Vec<String> {
+    const PUNCT: &[&str] = &["{", "}", "(", ")", "[", "]", ",", ":", "<", ">", "?", "|"];
+    pest::set_error_detail(true);
+    let result = CtxpackParser::parse(rule, input);
+    pest::set_error_detail(false);
+    let Err(err) = result else { return Vec::new() };
+    let Some(attempts) = err.parse_attempts() else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = attempts
+        .expected_tokens()
+        .into_iter()
+        .map(|t| t.to_string())
+        .filter(|t| PUNCT.contains(&t.as_str()))
+        .map(|t| format!("`{t}`"))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn span_text(source: &str, span: Span) -> &str {
+    source.get(span.start..span.end).unwrap_or("")
+}
+
+fn empty_lit(at: usize) -> StrLit {
+    StrLit {
+        value: String::new(),
+        span: Span::new(at, at),
+        offsets: vec![at],
+        literal_braces: Vec::new(),
+    }
+}
+
+/// The `///` lines directly above `offset` (blank lines end the run).
+pub fn doc_above(source: &str, offset: usize) -> Option<String> {
+    let before = source.get(..offset)?;
+    let mut lines: Vec<&str> = Vec::new();
+    // Skip the rest of the line the item starts on (it may be indented).
+    let mut rest = match before.rfind('\n') {
+        Some(nl) => {
+            if !before[nl + 1..].trim().is_empty() {
+                return None;
+            }
+            &before[..nl]
+        }
+        None => return None,
+    };
+    loop {
+        let (prefix, line) = match rest.rfind('\n') {
+            Some(nl) => (&rest[..nl], &rest[nl + 1..]),
+            None => ("", rest),
+        };
+        let trimmed = line.trim();
+        match trimmed.strip_prefix("///") {
+            Some(text) if !text.starts_with('/') => {
+                lines.push(text.strip_prefix(' ').unwrap_or(text).trim_end());
+            }
+            _ => break,
+        }
+        if prefix.is_empty() && !rest.contains('\n') {
+            break;
+        }
+        rest = prefix;
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    lines.reverse();
+    Some(lines.join("\n"))
+}
+
+fn starts_with_word(text: &str, word: &str) -> bool {
+    text.starts_with(word)
+        && !text[word.len()..]
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+const ITEM_KEYWORDS: &[&str] = &[
+    "pack",
+    "import",
+    "description",
+    "context",
+    "prompt",
+    "budget",
+    "tool",
+    "prohibit",
+    "intent",
+    "redactor",
+    "policy",
+    "block",
+];
+
+fn is_item_keyword(source: &str, at: usize) -> bool {
+    let text = &source[at..];
+    let prev_is_word = at > 0
+        && source.as_bytes()[at - 1]
+            .to_ascii_lowercase()
+            .is_ascii_alphanumeric();
+    !prev_is_word && ITEM_KEYWORDS.iter().any(|k| starts_with_word(text, k))
+}
+
+fn at_line_start(src: &[u8], i: usize) -> bool {
+    src[..i].iter().rev().take_while(|b| **b != b'\n').all(|b| *b == b' ' || *b == b'\t')
+}
+
+/// Skips a `"..."` or `"""..."""` string starting at `i`; returns the offset after it
+/// (or the end of the line for an unterminated plain string).
+fn skip_string(src: &[u8], i: usize) -> usize {
+    if src[i..].starts_with(b"\"\"\"") {
+        let mut j = i + 3;
+        while j < src.len() {
+            if src[j] == b'\\' {
+                j += 2;
+                continue;
+            }
+            if src[j..].starts_with(b"\"\"\"") {
+                return j + 3;
+            }
+            j += 1;
+        }
+        return src.len();
+    }
+    let mut j = i + 1;
+    while j < src.len() {
+        match src[j] {
+            b'\\' => j += 2,
+            b'"' => return j + 1,
+            b'\n' => return j,
+            _ => j += 1,
+        }
+    }
+    src.len()
+}
+
+/// The end of the token starting at `at`: a word, a string opener, or one character.
+fn token_end(source: &str, at: usize) -> usize {
+    let bytes = source.as_bytes();
+    if at >= bytes.len() {
+        return bytes.len();
+    }
+    let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    if is_word(bytes[at]) {
+        let mut j = at;
+        while j < bytes.len() && (is_word(bytes[j]) || bytes[j] == b'.') {
+            j += 1;
+        }
+        return j;
+    }
+    let mut end = at + 1;
+    while !source.is_char_boundary(end) {
+        end += 1;
+    }
+    end
+}
+
+/// How a rule is named in "expected ..." messages; `None` for rules that only add
+/// noise.
+fn describe(rule: Rule) -> Option<&'static str> {
+    Some(match rule {
+        Rule::ident => "an identifier",
+        Rule::string | Rule::simple_string | Rule::triple_string => "a string",
+        Rule::int => "an integer",
+        Rule::float => "a float",
+        Rule::percent => "a percentage such as `10%`",
+        Rule::field_path => "a field path",
+        Rule::path => "a path such as `ctx.user.tier`",
+        Rule::type_expr | Rule::base_type | Rule::prim_type => "a type",
+        Rule::list_type => "`list<...>`",
+        Rule::enum_type => "`enum(...)`",
+        Rule::item => "an item",
+        Rule::header => "the pack header",
+        Rule::prompt_role => "`system` or `developer`",
+        Rule::tokenizer_name => "`o200k`, `cl100k` or `approx`",
+        Rule::overflow_mode => "`drop`, `truncate` or `error`",
+        Rule::risk_level => "`low`, `medium`, `high` or `critical`",
+        Rule::approval_mode => "`auto`, `confirm` or `review`",
+        Rule::safety_mode => "`autonomous`, `supervised` or `reviewed`",
+        Rule::expr
+        | Rule::or_expr
+        | Rule::and_expr
+        | Rule::not_expr
+        | Rule::cmp_expr
+        | Rule::true_lit
+        | Rule::false_lit
+        | Rule::null_lit
+        | Rule::exists_call
+        | Rule::list_expr
+        | Rule::paren_expr
+        | Rule::json_expr => "an expression",
+        Rule::cmp_op => "a comparison operator",
+        Rule::and_op => "`and`",
+        Rule::or_op => "`or`",
+        Rule::not_op => "`not`",
+        Rule::escape => "an escape (`\\\"`, `\\\\`, `\\n`, `\\t`, `\\u{...}`, `\\{{`)",
+        Rule::json_object => "a JSON object",
+        Rule::json_value => "a JSON value",
+        Rule::json_string => "a JSON string",
+        Rule::json_pair => "a JSON member",
+        Rule::refuse_effect
+        | Rule::escalate_effect
+        | Rule::require_effect
+        | Rule::deny_effect
+        | Rule::redact_effect
+        | Rule::instruct_effect => "an effect",
+        Rule::when_clause => "`when`",
+        Rule::kw_import => "`import`",
+        Rule::kw_description => "`description`",
+        Rule::kw_context => "`context`",
+        Rule::kw_prompt => "`prompt`",
+        Rule::kw_budget => "`budget`",
+        Rule::kw_tool => "`tool`",
+        Rule::kw_prohibit => "`prohibit`",
+        Rule::kw_intent => "`intent`",
+        Rule::kw_redactor => "`redactor`",
+        Rule::kw_policy => "`policy`",
+        Rule::kw_block => "`block`",
+        Rule::kw_pack => "`pack`",
+        Rule::kw_version => "`version`",
+        Rule::kw_library => "`library`",
+        Rule::kw_total => "`total`",
+        Rule::kw_tokenizer => "`tokenizer`",
+        Rule::kw_bucket => "`bucket`",
+        Rule::kw_share => "`share`",
+        Rule::kw_priority => "`priority`",
+        Rule::kw_min => "`min`",
+        Rule::kw_overflow => "`overflow`",
+        Rule::kw_kind => "`kind`",
+        Rule::kw_risk => "`risk`",
+        Rule::kw_approval => "`approval`",
+        Rule::kw_input => "`input`",
+        Rule::kw_fallback => "`fallback`",
+        Rule::kw_safety => "`safety`",
+        Rule::kw_tools => "`tools`",
+        Rule::kw_task => "`task`",
+        Rule::kw_pattern => "`pattern`",
+        Rule::kw_advisory => "`advisory`",
+        Rule::kw_when => "`when`",
+        Rule::kw_in => "`in`",
+        Rule::kw_refuse => "`refuse`",
+        Rule::kw_escalate => "`escalate`",
+        Rule::kw_require_approval => "`require_approval`",
+        Rule::kw_deny => "`deny`",
+        Rule::kw_redact => "`redact`",
+        Rule::kw_instruct => "`instruct`",
+        Rule::kw_exists => "`exists`",
+        Rule::kw_json => "`json`",
+        Rule::share_field => "`share`",
+        Rule::priority_field | Rule::policy_priority => "`priority`",
+        Rule::min_field => "`min`",
+        Rule::overflow_field => "`overflow`",
+        Rule::total_entry => "`total`",
+        Rule::tokenizer_entry => "`tokenizer`",
+        Rule::bucket => "`bucket`",
+        Rule::description_field => "`description`",
+        Rule::kind_field => "`kind`",
+        Rule::risk_field => "`risk`",
+        Rule::approval_field => "`approval`",
+        Rule::input_field => "`input`",
+        Rule::input_decl | Rule::field_decl => "a field declaration `name: type`",
+        Rule::safety_field => "`safety`",
+        Rule::tools_field => "`tools`",
+        Rule::task_field => "`task`",
+        Rule::intent_budget => "`budget`",
+        Rule::share_override => "a share override such as `evidence 50%`",
+        Rule::name_list => "a name",
+        Rule::optional_mark => "`?`",
+        _ => return None,
+    })
+}
+
+fn syntax_help(expected: &[&str]) -> String {
+    if expected.is_empty() {
+        "check the item against the language reference (`ctxpack explain E0001`)".to_owned()
+    } else if expected.iter().any(|e| e.contains("description")) && expected.iter().any(|e| e.contains("approval")) {
+        "a tool's body takes `description`, `kind`, `risk`, `approval` and `input`, then `}`".to_owned()
+    } else if expected.contains(&"an item") {
+        "items start with `import`, `description`, `context`, `prompt`, `budget`, `tool`, `prohibit`, `intent`, `redactor`, `policy` or `block`".to_owned()
+    } else {
+        format!("expected {}", expected.join(", "))
+    }
+}
