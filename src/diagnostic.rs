@@ -68,6 +68,11 @@ impl Diagnostic {
         self
     }
 
+    pub fn with_help_opt(mut self, help: Option<String>) -> Self {
+        self.help = help;
+        self
+    }
+
     pub fn with_secondary(mut self, span: Span, message: impl Into<String>) -> Self {
         self.labels.push(Label {
             span,

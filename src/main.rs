@@ -1,1 +1,50 @@
-fn main() {}
+//! The `ctxpack` command line. Argument parsing and dispatch only: every command's
+//! work lives in the library (`ctxpack::commands`).
+
+use clap::{Parser, Subcommand};
+use ctxpack::commands::{self, check::CheckArgs, exit};
+
+/// ctxpack — review, version and reproduce the context of LLM agents like code.
+///
+/// A `.ctxpack` file declares a context pack: typed context, prompts, intents, tools
+/// with approval modes, policies, redactors, static blocks and a token budget.
+/// `check` validates packs; `explain` documents every diagnostic code.
+#[derive(Debug, Parser)]
+#[command(name = "ctxpack", version, propagate_version = true, arg_required_else_help = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check packs for errors and warnings.
+    ///
+    /// Exit codes: 0 clean, 1 errors found (or warnings with --deny-warnings),
+    /// 2 usage error, 3 a path could not be read.
+    #[command(after_help = "Examples:\n  ctxpack check packs/\n  ctxpack check --format json support.ctxpack\n  ctxpack check --deny-warnings --format github packs/")]
+    Check(CheckArgs),
+    /// Explain a diagnostic code: what it means, why it matters, an example and the fix.
+    ///
+    /// Without a code, lists every code.
+    Explain {
+        /// A code such as `E0401`.
+        code: Option<String>,
+    },
+}
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { exit::USAGE } else { exit::OK };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    let code = match &cli.command {
+        Command::Check(args) => commands::check::run(args),
+        Command::Explain { code } => commands::explain::run(code.as_deref()),
+    };
+    std::process::exit(code);
+}

@@ -156,7 +156,7 @@ impl<'s> Driver<'s> {
         self.diags.push(
             Diagnostic::new("E0001", span, format!("expected {expected_text}, found {found}"))
                 .with_label(format!("expected {expected_text}"))
-                .with_help(syntax_help(&names)),
+                .with_help_opt(syntax_help(&names)),
         );
     }
 
@@ -1266,14 +1266,20 @@ fn describe(rule: Rule) -> Option<&'static str> {
     })
 }
 
-fn syntax_help(expected: &[&str]) -> String {
+/// Help for the syntax errors where the expected list alone does not tell the story.
+fn syntax_help(expected: &[&str]) -> Option<String> {
+    let has = |s: &str| expected.iter().any(|e| e.contains(s));
     if expected.is_empty() {
-        "check the item against the language reference (`ctxpack explain E0001`)".to_owned()
-    } else if expected.iter().any(|e| e.contains("description")) && expected.iter().any(|e| e.contains("approval")) {
-        "a tool's body takes `description`, `kind`, `risk`, `approval` and `input`, then `}`".to_owned()
-    } else if expected.contains(&"an item") {
-        "items start with `import`, `description`, `context`, `prompt`, `budget`, `tool`, `prohibit`, `intent`, `redactor`, `policy` or `block`".to_owned()
+        Some("see the language reference for the item's form (`ctxpack explain E0001`)".to_owned())
+    } else if has("`approval`") && has("`risk`") {
+        Some("a tool's body takes `description`, `kind`, `risk`, `approval` and `input`, then `}`".to_owned())
+    } else if has("`safety`") && has("`task`") {
+        Some("an intent's body takes `description`, `safety`, `tools`, `task` and `budget`, then `}`".to_owned())
+    } else if has("`refuse`") {
+        Some("after `when CONDITION` come the effects: `refuse`, `escalate`, `require_approval`, `deny`, `redact`, `instruct`".to_owned())
+    } else if has("an item") {
+        Some("items start with `import`, `description`, `context`, `prompt`, `budget`, `tool`, `prohibit`, `intent`, `redactor`, `policy` or `block`".to_owned())
     } else {
-        format!("expected {}", expected.join(", "))
+        None
     }
 }

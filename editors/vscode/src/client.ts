@@ -95,14 +95,23 @@ export class CtxpackClient implements vscode.Disposable {
     // client stays quiet: restarting a binary that cannot initialize only repeats the
     // failure, each time with a notification. The catch below reports it once.
     let running = false;
+    let startupFailure: string | undefined;
     let whenRunning: ErrorHandler | undefined;
     const errorHandler: ErrorHandler = {
-      error: (error, message, count) =>
-        running && whenRunning !== undefined
-          ? whenRunning.error(error, message, count)
-          : { action: ErrorAction.Shutdown, handled: true },
-      closed: () =>
-        running && whenRunning !== undefined ? whenRunning.closed() : { action: CloseAction.DoNotRestart, handled: true },
+      error: (error, message, count) => {
+        if (running && whenRunning !== undefined) {
+          return whenRunning.error(error, message, count);
+        }
+        startupFailure ??= error.message;
+        return { action: ErrorAction.Shutdown, handled: true };
+      },
+      closed: () => {
+        if (running && whenRunning !== undefined) {
+          return whenRunning.closed();
+        }
+        startupFailure ??= 'the server exited during startup';
+        return { action: CloseAction.DoNotRestart, handled: true };
+      },
     };
     const clientOptions: LanguageClientOptions = {
       documentSelector: [{ language: 'ctxpack' }],
@@ -116,6 +125,11 @@ export class CtxpackClient implements vscode.Disposable {
     whenRunning = client.createDefaultErrorHandler();
     try {
       await client.start();
+      // When the server exits while `initialize` is pending, `start()` can resolve even
+      // though the client never got to run.
+      if (!client.isRunning()) {
+        throw new Error(startupFailure ?? 'the server stopped during startup');
+      }
       running = true;
       this.client = client;
     } catch (error) {
@@ -123,7 +137,9 @@ export class CtxpackClient implements vscode.Disposable {
       // never ran cannot be stopped, so it is simply dropped.
       const reason = error instanceof Error ? error.message : String(error);
       this.log(`Failed to start ${executable}: ${reason}`);
-      void this.showStartError(`Could not start the ctxpack language server \`${executable}\`: ${reason}`);
+      void this.showStartError(
+        `Could not start the ctxpack language server \`${executable}\` (${reason}). See the "${CLIENT_NAME}" output for details.`,
+      );
     }
   }
 

@@ -8,7 +8,8 @@
 // that the package holds every module needed at run time, that the server is launched
 // as `ctxpack-lsp --registry DIR` (and without the `--stdio` the client adds when a
 // transport is named), that the restart command stops the old server before starting a
-// new one, and that a missing binary produces one clear error message.
+// new one, that a missing binary produces one clear error message, and that a server
+// which dies at startup is not restarted over and over.
 'use strict';
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -45,6 +46,10 @@ connection.listen();
 `,
   { mode: 0o755 },
 );
+
+// A server that dies before it answers `initialize`, as a broken build would.
+const brokenServer = path.join(binDir, 'broken-lsp');
+fs.writeFileSync(brokenServer, `#!${process.execPath}\nprocess.exit(3);\n`, { mode: 0o755 });
 
 // ---- a stand-in for the `vscode` module ------------------------------------------------
 
@@ -98,6 +103,12 @@ const vscode = withDefaults('vscode', {
   }),
 });
 
+// The extension host logs unhandled rejections instead of exiting, and
+// vscode-languageclient leaves some behind when a server dies during startup.
+process.on('unhandledRejection', (reason) => {
+  console.log(`note: unhandled rejection (logged, as the extension host would): ${reason?.message ?? reason}`);
+});
+
 const load = Module._load;
 Module._load = function (request, ...rest) {
   return request === 'vscode' ? vscode : load.call(this, request, ...rest);
@@ -135,6 +146,16 @@ async function main() {
   assert.equal(errors.length, 1);
   assert.match(errors[0], /`ctxpack-lsp` was not found on PATH.*`ctxpack\.server\.path`/);
   process.env.PATH = originalPath;
+
+  // The client's own "couldn't create connection" plus ours; no restart storm.
+  errors.length = 0;
+  settings['server.path'] = brokenServer;
+  extension.activate({ subscriptions: [] });
+  await waitFor(() => errors.some((message) => message.startsWith('Could not start')), 'the error message');
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  await extension.deactivate();
+  assert.ok(errors.length <= 2, `expected at most two messages, got ${JSON.stringify(errors, null, 2)}`);
+  assert.match(errors.at(-1), /Could not start the ctxpack language server `.*broken-lsp`/);
 
   console.log('vsix smoke test: ok');
 }

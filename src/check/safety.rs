@@ -1,0 +1,148 @@
+//! Tools against safety: approval ceilings (E0401, the core safety check), risk vs
+//! approval (E0402), prohibited tools (E0403), unused and undescribed tools (W0401,
+//! W0402) and approval raises that an intent cannot honor (W0403).
+
+use std::collections::HashSet;
+
+use crate::artifact::Approval;
+use crate::diagnostic::Diagnostic;
+use crate::ir::{EffectIr, Pack};
+
+pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
+    let prohibited: HashSet<&str> = pack.prohibitions.iter().map(|p| p.name.as_str()).collect();
+
+    for intent in &pack.intents {
+        let ceiling = intent.safety.ceiling();
+        for r in &intent.tools {
+            if prohibited.contains(r.name.as_str()) {
+                let first = pack.prohibitions.iter().find(|p| p.name == r.name);
+                let mut d = Diagnostic::new(
+                    "E0403",
+                    r.span,
+                    format!("intent `{}` permits `{}`, which the pack prohibits", intent.name, r.name),
+                )
+                .with_label("prohibited tool")
+                .with_help(format!("remove `{}` from the intent's `tools`, or lift the prohibition", r.name));
+                if let Some(p) = first {
+                    d = d.with_secondary(p.span, "prohibited here");
+                }
+                diags.push(d);
+                continue;
+            }
+            let Some(tool) = pack.tool(&r.name) else { continue };
+            let Some((approval, approval_span)) = tool.approval else { continue };
+            if approval > ceiling {
+                diags.push(
+                    Diagnostic::new(
+                        "E0401",
+                        r.span,
+                        format!(
+                            "intent `{}` is `{}` but permits `{}`, whose approval is `{}`",
+                            intent.name,
+                            intent.safety.as_str(),
+                            r.name,
+                            approval.as_str()
+                        ),
+                    )
+                    .with_label(format!("`{}` honors approval up to `{}`", intent.safety.as_str(), ceiling.as_str()))
+                    .with_secondary(approval_span, format!("`{}` approval declared here", approval.as_str()))
+                    .with_help(format!(
+                        "raise the intent's safety (`safety {}`), or remove `{}` from its `tools`",
+                        needed_safety(approval),
+                        r.name
+                    )),
+                );
+            }
+        }
+    }
+
+    for tool in &pack.tools {
+        if let (Some((risk, risk_span)), Some((approval, approval_span))) = (tool.risk, tool.approval) {
+            let needed = match risk {
+                crate::artifact::Risk::Critical => Approval::Review,
+                crate::artifact::Risk::High => Approval::Confirm,
+                _ => Approval::Auto,
+            };
+            if approval < needed {
+                diags.push(
+                    Diagnostic::new(
+                        "E0402",
+                        approval_span,
+                        format!(
+                            "tool `{}` has `{}` risk but `{}` approval",
+                            tool.name,
+                            risk.as_str(),
+                            approval.as_str()
+                        ),
+                    )
+                    .with_label(format!("`{}` risk needs at least `{}`", risk.as_str(), needed.as_str()))
+                    .with_secondary(risk_span, "risk declared here")
+                    .with_help(format!(
+                        "`critical` tools need `approval review`, `high` ones at least `approval confirm`: write `approval {}`",
+                        needed.as_str()
+                    )),
+                );
+            }
+        }
+        if tool.description.as_deref().is_none_or(|d| d.trim().is_empty()) {
+            diags.push(
+                Diagnostic::new("W0402", tool.name_span, format!("tool `{}` has no description", tool.name))
+                    .with_label("no description")
+                    .with_help("the model chooses tools by their description: add `description \"...\"`"),
+            );
+        }
+        if !pack.library
+            && !prohibited.contains(tool.name.as_str())
+            && !pack.intents.iter().any(|i| i.tools.iter().any(|t| t.name == tool.name))
+        {
+            diags.push(
+                Diagnostic::new("W0401", tool.name_span, format!("tool `{}` is permitted by no intent", tool.name))
+                    .with_label("never surfaced")
+                    .with_help("add it to an intent's `tools`, prohibit it, or remove it"),
+            );
+        }
+    }
+
+    for policy in &pack.policies {
+        for effect in &policy.effects {
+            let EffectIr::RequireApproval(tools) = effect else { continue };
+            for r in tools {
+                let Some(tool) = pack.tool(&r.name) else { continue };
+                let Some((approval, _)) = tool.approval else { continue };
+                let raised = approval.max(Approval::Confirm);
+                let over: Vec<&str> = pack
+                    .intents
+                    .iter()
+                    .filter(|i| i.tools.iter().any(|t| t.name == r.name))
+                    .filter(|i| approval <= i.safety.ceiling() && raised > i.safety.ceiling())
+                    .map(|i| i.name.as_str())
+                    .collect();
+                if !over.is_empty() {
+                    diags.push(
+                        Diagnostic::new(
+                            "W0403",
+                            r.span,
+                            format!(
+                                "policy `{}` raises `{}` to `{}`, above what intent {} honors",
+                                policy.name,
+                                r.name,
+                                raised.as_str(),
+                                over.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+                            ),
+                        )
+                        .with_label("the tool will be withheld when this fires")
+                        .with_help("when the policy fires, those intents lose the tool; raise their safety mode if that is not intended"),
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn needed_safety(approval: Approval) -> &'static str {
+    match approval {
+        Approval::Auto => "autonomous",
+        Approval::Confirm => "supervised",
+        Approval::Review => "reviewed",
+    }
+}

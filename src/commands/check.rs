@@ -1,0 +1,101 @@
+//! `ctxpack check [PATHS]`: the front end over files and directories, with human,
+//! JSON, SARIF and GitHub output.
+
+use std::path::PathBuf;
+
+use super::{exit, files};
+use crate::check::check_source;
+use crate::diagnostic::{self, FileReport};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Format {
+    /// Graphical reports with source excerpts (on stderr).
+    #[default]
+    Human,
+    /// One JSON document on stdout.
+    Json,
+    /// SARIF 2.1.0 on stdout, for code-scanning uploads.
+    Sarif,
+    /// GitHub workflow annotations on stdout.
+    Github,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct CheckArgs {
+    /// Files and directories to check; directories are searched for `*.ctxpack`.
+    #[arg(default_value = ".")]
+    pub paths: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    /// Fail (exit 1) on warnings too.
+    #[arg(long)]
+    pub deny_warnings: bool,
+}
+
+/// Checks every file and returns the reports, or an unreadable path.
+pub fn check_paths(paths: &[PathBuf]) -> Result<Vec<FileReport>, String> {
+    let files = files::collect(paths, ".ctxpack")?;
+    let mut reports = Vec::with_capacity(files.len());
+    for file in files {
+        let bytes = std::fs::read(&file).map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
+        let source = String::from_utf8(bytes).map_err(|_| format!("`{}` is not valid UTF-8", file.display()))?;
+        let checked = check_source(&source);
+        reports.push(FileReport {
+            path: files::display(&file),
+            source,
+            diagnostics: checked.diagnostics,
+        });
+    }
+    Ok(reports)
+}
+
+pub fn run(args: &CheckArgs) -> i32 {
+    let reports = match check_paths(&args.paths) {
+        Ok(r) => r,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return exit::UNREADABLE;
+        }
+    };
+    let (errors, warnings) = diagnostic::tally(&reports);
+    match args.format {
+        Format::Human => {
+            let color = super::stderr_color();
+            for report in &reports {
+                eprint!("{}", diagnostic::to_human(report, color));
+            }
+            if reports.is_empty() {
+                eprintln!("warning: no `.ctxpack` files found");
+            } else {
+                eprintln!(
+                    "checked {} file{}: {errors} error{}, {warnings} warning{}",
+                    reports.len(),
+                    plural(reports.len()),
+                    plural(errors),
+                    plural(warnings)
+                );
+            }
+        }
+        Format::Json => println!("{}", pretty(&diagnostic::to_json(&reports))),
+        Format::Sarif => println!("{}", pretty(&diagnostic::to_sarif(&reports))),
+        Format::Github => print!("{}", diagnostic::to_github(&reports)),
+    }
+    if errors > 0 || (args.deny_warnings && warnings > 0) {
+        exit::FAILED
+    } else {
+        exit::OK
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+fn pretty(v: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+}

@@ -1,0 +1,557 @@
+//! AST → IR. Two passes: the first declares every name (so that references may
+//! point forward and a broken item still declares its name); the second lowers the
+//! bodies, typing expressions and templates against the declared context.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::{json, Map, Value};
+
+use super::expr::Checker;
+use super::*;
+use crate::diagnostic::Diagnostic;
+use crate::syntax::ast::{self, BrokenKind, EffectKind, ItemKind, Role};
+
+/// Builds the IR of one parsed file. Diagnostics come back unsorted.
+pub fn build(file: &ast::File) -> (Pack, Vec<Diagnostic>) {
+    let mut b = Builder {
+        pack: Pack::default(),
+        diags: Vec::new(),
+        first: HashMap::new(),
+    };
+    b.header(file);
+    b.declare(file);
+    b.bodies(file);
+    (b.pack, b.diags)
+}
+
+struct Builder {
+    pack: Pack,
+    diags: Vec<Diagnostic>,
+    /// The first definition of each (kind, name), for duplicate reports.
+    first: HashMap<(SymbolKind, String), Span>,
+}
+
+impl Builder {
+    fn header(&mut self, file: &ast::File) {
+        let Some(h) = &file.header else {
+            return;
+        };
+        self.pack.header_span = h.keyword;
+        self.pack.name = h.name.value.clone();
+        self.pack.version = h.version.value.clone();
+        self.pack.library = h.library.is_some();
+        if !valid_pack_name(&h.name.value) {
+            self.diags.push(
+                Diagnostic::new("E0104", h.name.span, format!("malformed pack name `{}`", h.name.value))
+                    .with_label("expected `scope/name`")
+                    .with_help("pack names are `scope/name`, each part `[a-z0-9][a-z0-9-]*`, e.g. `acme/support-agent`"),
+            );
+        }
+        if semver::Version::parse(&h.version.value).is_err() {
+            self.diags.push(
+                Diagnostic::new("E0104", h.version.span, format!("malformed version `{}`", h.version.value))
+                    .with_label("not a semantic version")
+                    .with_help("write a semantic version such as `1.4.0` or `2.0.0-rc.1`"),
+            );
+        }
+    }
+
+    /// Records a definition; reports E0101 for a second one.
+    fn define(&mut self, kind: SymbolKind, name: &str, span: Span) -> bool {
+        let key = (kind, name.to_owned());
+        if let Some(first) = self.first.get(&key) {
+            self.diags.push(
+                Diagnostic::new("E0101", span, format!("duplicate {} `{name}`", kind.as_str()))
+                    .with_label("defined again here")
+                    .with_secondary(*first, "first defined here")
+                    .with_help(format!("rename one of them or remove the second {}", kind.as_str())),
+            );
+            return false;
+        }
+        self.first.insert(key, span);
+        true
+    }
+
+    fn declare(&mut self, file: &ast::File) {
+        for item in &file.items {
+            match &item.kind {
+                ItemKind::Tool(t) => {
+                    if self.define(SymbolKind::Tool, &t.name.name, t.name.span) {
+                        self.def(SymbolKind::Tool, &t.name);
+                    }
+                }
+                ItemKind::Intent(i) => {
+                    if self.define(SymbolKind::Intent, &i.name.name, i.name.span) {
+                        self.def(SymbolKind::Intent, &i.name);
+                    }
+                }
+                ItemKind::Policy(p) => {
+                    if self.define(SymbolKind::Policy, &p.name.name, p.name.span) {
+                        self.def(SymbolKind::Policy, &p.name);
+                    }
+                }
+                ItemKind::Redactor(r) => {
+                    if self.define(SymbolKind::Redactor, &r.name.name, r.name.span) {
+                        self.def(SymbolKind::Redactor, &r.name);
+                    }
+                }
+                ItemKind::Block(bl) => {
+                    if self.define(SymbolKind::Block, &bl.name.name, bl.name.span) {
+                        self.def(SymbolKind::Block, &bl.name);
+                    }
+                }
+                ItemKind::Budget(budget) => {
+                    for bucket in &budget.buckets {
+                        if self.define(SymbolKind::Bucket, &bucket.name.name, bucket.name.span) {
+                            self.def(SymbolKind::Bucket, &bucket.name);
+                        }
+                    }
+                }
+                ItemKind::Context(fields) => {
+                    for f in fields {
+                        if self.define(SymbolKind::Field, &f.path.name, f.path.span) {
+                            self.def(SymbolKind::Field, &f.path);
+                            self.pack.field_index.insert(f.path.name.clone(), self.pack.fields.len());
+                            self.pack.fields.push(Field {
+                                path: f.path.name.clone(),
+                                ty: Ty::from_ast(&f.ty.kind),
+                                optional: f.ty.optional,
+                                span: f.path.span,
+                                doc: f.doc.clone(),
+                            });
+                        }
+                    }
+                }
+                ItemKind::Broken(broken) => {
+                    let kind = match broken.kind {
+                        BrokenKind::Tool => SymbolKind::Tool,
+                        BrokenKind::Intent => SymbolKind::Intent,
+                        BrokenKind::Policy => SymbolKind::Policy,
+                        BrokenKind::Redactor => SymbolKind::Redactor,
+                        BrokenKind::Block => SymbolKind::Block,
+                        BrokenKind::Bucket => SymbolKind::Bucket,
+                        BrokenKind::Other => continue,
+                    };
+                    if let Some(name) = &broken.name {
+                        self.first.entry((kind, name.name.clone())).or_insert(name.span);
+                        self.pack.broken.push(Definition {
+                            kind,
+                            name: name.name.clone(),
+                            span: name.span,
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.field_conflicts();
+    }
+
+    fn def(&mut self, kind: SymbolKind, ident: &ast::Ident) {
+        self.pack.definitions.push(Definition {
+            kind,
+            name: ident.name.clone(),
+            span: ident.span,
+        });
+    }
+
+    /// E0206: a path cannot be both a field and a prefix of another field. Reported
+    /// at the later of the two.
+    fn field_conflicts(&mut self) {
+        let fields: Vec<(String, Span)> = self.pack.fields.iter().map(|f| (f.path.clone(), f.span)).collect();
+        let by_path: HashMap<&str, Span> = fields.iter().map(|(p, s)| (p.as_str(), *s)).collect();
+        let mut reported: HashSet<(Span, Span)> = HashSet::new();
+        for (path, span) in &fields {
+            let mut prefix_end = 0;
+            while let Some(dot) = path[prefix_end..].find('.') {
+                let prefix = &path[..prefix_end + dot];
+                prefix_end += dot + 1;
+                if let Some(&other) = by_path.get(prefix) {
+                    let (later, earlier, later_path, earlier_path) = if other.start > span.start {
+                        (other, *span, prefix, path.as_str())
+                    } else {
+                        (*span, other, path.as_str(), prefix)
+                    };
+                    if reported.insert((later, earlier)) {
+                        self.diags.push(
+                            Diagnostic::new(
+                                "E0206",
+                                later,
+                                format!("`{later_path}` conflicts with `{earlier_path}`: a path cannot be both a field and a prefix"),
+                            )
+                            .with_label("conflicting field")
+                            .with_secondary(earlier, "declared here")
+                            .with_help("rename one of the fields, e.g. `user.name` and `user.id` instead of `user` and `user.id`"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn singleton(&mut self, seen: &mut Option<Span>, span: Span, what: &str) -> bool {
+        if let Some(first) = seen {
+            self.diags.push(
+                Diagnostic::new("E0105", span, format!("{what} is declared twice"))
+                    .with_label("second declaration")
+                    .with_secondary(*first, "first declared here")
+                    .with_help(format!("a pack has at most one {what}")),
+            );
+            return false;
+        }
+        *seen = Some(span);
+        true
+    }
+
+    fn library_forbids(&mut self, item: &ast::Item, what: &str) -> bool {
+        if self.pack.library {
+            self.diags.push(
+                Diagnostic::new("E0107", item.keyword, format!("a `library` pack cannot declare {what}"))
+                    .with_label("not allowed in a library")
+                    .with_help("libraries hold shared context fields, tools, prohibitions, redactors, policies and blocks; prompts, budgets and intents belong to the importing pack"),
+            );
+            return true;
+        }
+        false
+    }
+
+    fn bodies(&mut self, file: &ast::File) {
+        let mut description: Option<Span> = None;
+        let mut system: Option<Span> = None;
+        let mut developer: Option<Span> = None;
+        let mut budget_seen: Option<Span> = None;
+        let mut fallback: Option<Span> = None;
+        let mut refs = Vec::new();
+        let mut diags = Vec::new();
+
+        for item in &file.items {
+            match &item.kind {
+                ItemKind::Import(i) => {
+                    if i.version.is_none() {
+                        diags.push(
+                            Diagnostic::new("E0701", item.keyword, format!("import of `{}` has no version", i.name.value))
+                                .with_label("unpinned import")
+                                .with_help(format!("pin it: `import \"{}\" version \"X.Y.Z\"` (there is no \"latest\")", i.name.value)),
+                        );
+                    }
+                    if !valid_pack_name(&i.name.value) {
+                        diags.push(
+                            Diagnostic::new("E0104", i.name.span, format!("malformed pack name `{}`", i.name.value))
+                                .with_label("expected `scope/name`")
+                                .with_help("pack names are `scope/name`, each part `[a-z0-9][a-z0-9-]*`"),
+                        );
+                    }
+                    if let Some(v) = &i.version {
+                        if semver::Version::parse(&v.value).is_err() {
+                            diags.push(
+                                Diagnostic::new("E0104", v.span, format!("malformed version `{}`", v.value))
+                                    .with_label("not a semantic version")
+                                    .with_help("write an exact semantic version such as `2.1.0`"),
+                            );
+                        }
+                    }
+                    self.pack.imports.push(ImportDecl {
+                        name: i.name.value.clone(),
+                        version: i.version.as_ref().map(|v| v.value.clone()),
+                        keyword: item.keyword,
+                        name_span: i.name.span,
+                    });
+                }
+                ItemKind::Description(d) => {
+                    if self.singleton(&mut description, item.keyword, "`description`") {
+                        self.pack.description = Some(d.value.clone());
+                    }
+                }
+                ItemKind::Prompt(p) => {
+                    if self.library_forbids(item, "a prompt") {
+                        continue;
+                    }
+                    let (seen, what) = match p.role {
+                        Role::System => (&mut system, "`prompt system`"),
+                        Role::Developer => (&mut developer, "`prompt developer`"),
+                    };
+                    let mut seen_copy = *seen;
+                    let first = self.singleton(&mut seen_copy, item.keyword, what);
+                    match p.role {
+                        Role::System => system = seen_copy,
+                        Role::Developer => developer = seen_copy,
+                    }
+                    if first {
+                        let t = Checker {
+                            pack: &self.pack,
+                            diags: &mut diags,
+                            refs: &mut refs,
+                        }
+                        .template(&p.text);
+                        match p.role {
+                            Role::System => self.pack.system = Some(t),
+                            Role::Developer => self.pack.developer = Some(t),
+                        }
+                    }
+                }
+                ItemKind::Budget(b) => {
+                    if self.library_forbids(item, "a budget") {
+                        continue;
+                    }
+                    if self.singleton(&mut budget_seen, item.keyword, "`budget`") {
+                        self.pack.budget = Some(BudgetIr {
+                            keyword: item.keyword,
+                            total: b.total.map(|t| (t.value, t.span)),
+                            tokenizer: b.tokenizer.map_or(crate::artifact::Tokenizer::O200k, |t| t.value),
+                            buckets: b
+                                .buckets
+                                .iter()
+                                .map(|bk| BucketIr {
+                                    name: bk.name.name.clone(),
+                                    name_span: bk.name.span,
+                                    share_ppm: bk.share.map(|s| s.value),
+                                    share_span: bk.share.map(|s| s.span),
+                                    priority: bk.priority.map_or(0, |p| p.value),
+                                    min: bk.min.map(|m| (m.value, m.span)),
+                                    overflow: bk.overflow.map_or(crate::artifact::Overflow::Drop, |o| o.value),
+                                })
+                                .collect(),
+                        });
+                        for bk in &b.buckets {
+                            if bk.share.is_none() {
+                                diags.push(
+                                    Diagnostic::new("E0103", bk.name.span, format!("bucket `{}` has no `share`", bk.name.name))
+                                        .with_label("missing `share`")
+                                        .with_help("give every bucket a share of the budget, e.g. `share 10%`"),
+                                );
+                            }
+                        }
+                    }
+                }
+                ItemKind::Tool(t) => self.tool(t, item.doc.clone(), &mut diags),
+                ItemKind::Prohibit(names) => {
+                    for n in names {
+                        self.pack.prohibitions.push(NameRef {
+                            name: n.name.clone(),
+                            span: n.span,
+                        });
+                    }
+                }
+                ItemKind::Intent(i) => {
+                    if self.library_forbids(item, "an intent") {
+                        continue;
+                    }
+                    if let Some(fb) = i.fallback {
+                        if let Some(first) = fallback {
+                            diags.push(
+                                Diagnostic::new("E0106", i.name.span, format!("intent `{}` is a second `fallback`", i.name.name))
+                                    .with_label("second fallback intent")
+                                    .with_secondary(first, "first fallback here")
+                                    .with_help("a pack has at most one fallback intent; remove `fallback` from one of them"),
+                            );
+                        } else {
+                            fallback = Some(i.name.span);
+                        }
+                        let _ = fb;
+                    }
+                    let task = match &i.task {
+                        Some(t) => Some(
+                            Checker {
+                                pack: &self.pack,
+                                diags: &mut diags,
+                                refs: &mut refs,
+                            }
+                            .template(t),
+                        ),
+                        None => {
+                            diags.push(
+                                Diagnostic::new("E0103", i.name.span, format!("intent `{}` has no `task`", i.name.name))
+                                    .with_label("missing `task`")
+                                    .with_help("every intent states its task: `task \"...\"`"),
+                            );
+                            None
+                        }
+                    };
+                    self.pack.intents.push(IntentIr {
+                        name: i.name.name.clone(),
+                        name_span: i.name.span,
+                        fallback: i.fallback.is_some(),
+                        description: i.description.as_ref().map(|d| d.value.clone()),
+                        safety: i.safety.map_or(crate::artifact::SafetyMode::Autonomous, |s| s.value),
+                        tools: i.tools.iter().map(name_ref).collect(),
+                        task,
+                        budget: i.budget.as_ref().map(|b| IntentBudgetIr {
+                            keyword: b.keyword,
+                            overrides: b.overrides.iter().map(|(n, s)| (name_ref(n), s.value)).collect(),
+                        }),
+                        doc: item.doc.clone(),
+                    });
+                }
+                ItemKind::Redactor(r) => self.pack.redactors.push(RedactorIr {
+                    name: r.name.name.clone(),
+                    name_span: r.name.span,
+                    pattern: r.pattern.value.clone(),
+                    pattern_span: r.pattern.span,
+                    doc: item.doc.clone(),
+                }),
+                ItemKind::Policy(p) => {
+                    let when = Checker {
+                        pack: &self.pack,
+                        diags: &mut diags,
+                        refs: &mut refs,
+                    }
+                    .condition(&p.when);
+                    let mut effects = Vec::with_capacity(p.effects.len());
+                    for e in &p.effects {
+                        effects.push(match &e.kind {
+                            EffectKind::Refuse(s) => EffectIr::Refuse(s.value.clone()),
+                            EffectKind::Escalate(s) => EffectIr::Escalate(s.value.clone()),
+                            EffectKind::RequireApproval(n) => EffectIr::RequireApproval(n.iter().map(name_ref).collect()),
+                            EffectKind::Deny(n) => EffectIr::Deny(n.iter().map(name_ref).collect()),
+                            EffectKind::Redact(n) => EffectIr::Redact(n.iter().map(name_ref).collect()),
+                            EffectKind::Instruct(s) => EffectIr::Instruct(
+                                Checker {
+                                    pack: &self.pack,
+                                    diags: &mut diags,
+                                    refs: &mut refs,
+                                }
+                                .template(s),
+                            ),
+                        });
+                    }
+                    if effects.is_empty() {
+                        diags.push(
+                            Diagnostic::new("E0301", p.name.span, format!("policy `{}` has no effect", p.name.name))
+                                .with_label("does nothing when it fires")
+                                .with_help("add an effect: `refuse`, `escalate`, `require_approval`, `deny`, `redact` or `instruct`"),
+                        );
+                    }
+                    self.pack.policies.push(PolicyIr {
+                        name: p.name.name.clone(),
+                        name_span: p.name.span,
+                        priority: p.priority.map_or(0, |p| p.value),
+                        advisory: p.advisory.is_some(),
+                        when,
+                        when_span: p.when.span,
+                        effects,
+                        doc: item.doc.clone(),
+                    });
+                }
+                ItemKind::Block(bl) => {
+                    let text = Checker {
+                        pack: &self.pack,
+                        diags: &mut diags,
+                        refs: &mut refs,
+                    }
+                    .template(&bl.text);
+                    self.pack.blocks.push(BlockIr {
+                        name: bl.name.name.clone(),
+                        name_span: bl.name.span,
+                        bucket: name_ref(&bl.bucket),
+                        priority: bl.priority.map_or(0, |p| p.value),
+                        text,
+                        doc: item.doc.clone(),
+                    });
+                }
+                ItemKind::Context(_) | ItemKind::Broken(_) => {}
+            }
+        }
+
+        if !self.pack.library && file.header.is_some() {
+            let at = self.pack.header_span;
+            let pack = self.pack.name.clone();
+            if system.is_none() {
+                diags.push(missing(at, &pack, "`prompt system`", "add `prompt system \"\"\"...\"\"\"`"));
+            }
+            if budget_seen.is_none() {
+                diags.push(missing(at, &pack, "`budget`", "add `budget { total 16_000 bucket ... }`"));
+            }
+            let has_intent = !self.pack.intents.is_empty()
+                || self.pack.broken.iter().any(|d| d.kind == SymbolKind::Intent);
+            if !has_intent {
+                diags.push(missing(at, &pack, "intent", "declare at least one `intent NAME { task \"...\" }`"));
+            }
+        }
+        self.diags.extend(diags);
+        self.pack.references.extend(refs);
+    }
+
+    fn tool(&mut self, t: &ast::Tool, doc: Option<String>, diags: &mut Vec<Diagnostic>) {
+        let mut properties = Map::new();
+        let mut required = Vec::new();
+        let mut seen: HashMap<&str, Span> = HashMap::new();
+        for decl in t.input.iter().flatten() {
+            if let Some(first) = seen.get(decl.name.name.as_str()) {
+                diags.push(
+                    Diagnostic::new("E0101", decl.name.span, format!("duplicate input field `{}`", decl.name.name))
+                        .with_label("defined again here")
+                        .with_secondary(*first, "first defined here")
+                        .with_help("rename or remove one of the fields"),
+                );
+                continue;
+            }
+            seen.insert(&decl.name.name, decl.name.span);
+            let mut schema = Ty::from_ast(&decl.ty.kind).json_schema();
+            if let (Some(d), Value::Object(m)) = (&decl.doc, &mut schema) {
+                m.insert("description".into(), json!(d));
+            }
+            properties.insert(decl.name.name.clone(), schema);
+            if !decl.ty.optional {
+                required.push(json!(decl.name.name));
+            }
+        }
+        let input = json!({
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": false,
+        });
+        for (present, what) in [
+            (t.kind.is_some(), "kind"),
+            (t.risk.is_some(), "risk"),
+            (t.approval.is_some(), "approval"),
+        ] {
+            if !present {
+                diags.push(
+                    Diagnostic::new("E0103", t.name.span, format!("tool `{}` has no `{what}`", t.name.name))
+                        .with_label(format!("missing `{what}`"))
+                        .with_help(match what {
+                            "kind" => "say what the tool does: `kind read` (free text such as read, write, admin)",
+                            "risk" => "declare its risk: `risk low | medium | high | critical`",
+                            _ => "declare how it is approved: `approval auto | confirm | review`",
+                        }),
+                );
+            }
+        }
+        self.pack.tools.push(ToolIr {
+            name: t.name.name.clone(),
+            name_span: t.name.span,
+            description: t.description.as_ref().map(|d| d.value.clone()),
+            kind: t.kind.as_ref().map(|k| k.name.clone()),
+            risk: t.risk.map(|r| (r.value, r.span)),
+            approval: t.approval.map(|a| (a.value, a.span)),
+            input,
+            doc,
+        });
+    }
+}
+
+fn missing(at: Span, pack: &str, what: &str, help: &str) -> Diagnostic {
+    Diagnostic::new("E0103", at, format!("pack `{pack}` has no {what}"))
+        .with_label(format!("missing {what}"))
+        .with_help(format!("{help} (or mark the pack `library` if it only holds shared definitions)"))
+}
+
+fn name_ref(i: &ast::Ident) -> NameRef {
+    NameRef {
+        name: i.name.clone(),
+        span: i.span,
+    }
+}
+
+/// `scope/name`, each part `[a-z0-9][a-z0-9-]*`.
+pub fn valid_pack_name(name: &str) -> bool {
+    let mut parts = name.split('/');
+    let ok = |p: Option<&str>| {
+        p.is_some_and(|p| {
+            let mut b = p.bytes();
+            matches!(b.next(), Some(b'a'..=b'z' | b'0'..=b'9')) && b.all(|c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'-'))
+        })
+    };
+    ok(parts.next()) && ok(parts.next()) && parts.next().is_none()
+}

@@ -1,0 +1,535 @@
+//! Typing `when` conditions and templates, and lowering conditions to JsonLogic.
+//!
+//! A path that failed to resolve types as [`Ty::Error`], which every check accepts
+//! silently: one mistake, one diagnostic.
+
+use std::sync::OnceLock;
+
+use serde_json::{json, Value};
+
+use super::scope::{all_paths, resolve};
+use super::{Pack, Reference, SymbolKind, TemplateIr, Ty};
+use crate::artifact::TemplatePart;
+use crate::diagnostic::{nearest, Diagnostic};
+use crate::span::Span;
+use crate::syntax::ast::{CmpOp, Expr, ExprKind, StrLit};
+use crate::syntax::template::{self, Piece};
+
+/// The JsonLogic engine whose operator set raw `json { ... }` is checked against: the
+/// same engine (and configuration) the runtime evaluates with.
+pub fn engine() -> &'static datalogic_rs::Engine {
+    static ENGINE: OnceLock<datalogic_rs::Engine> = OnceLock::new();
+    ENGINE.get_or_init(datalogic_rs::Engine::new)
+}
+
+pub struct Checker<'a> {
+    pub pack: &'a Pack,
+    pub diags: &'a mut Vec<Diagnostic>,
+    pub refs: &'a mut Vec<Reference>,
+}
+
+/// The result of typing a sub-expression.
+struct Typed {
+    ty: Ty,
+    logic: Value,
+}
+
+impl Checker<'_> {
+    /// Types a policy condition and lowers it to JsonLogic.
+    pub fn condition(&mut self, expr: &Expr) -> Value {
+        let before = self.diags.iter().filter(|d| d.is_error()).count();
+        let typed = self.expr(expr, &[]);
+        let failed = self.diags.iter().filter(|d| d.is_error()).count() > before;
+        if !failed && !matches!(typed.ty, Ty::Bool | Ty::Any | Ty::Error) {
+            self.diags.push(
+                Diagnostic::new(
+                    "E0204",
+                    expr.span,
+                    format!("`when` condition is not boolean: it has type `{}`", typed.ty.describe()),
+                )
+                .with_label("not a bool")
+                .with_help("compare the value, e.g. `ctx.count > 0`, or test presence with `exists(...)`"),
+            );
+        } else if !failed && is_constant(expr) && !matches!(expr.kind, ExprKind::Bool(true)) {
+            self.diags.push(
+                Diagnostic::new("W0202", expr.span, "condition is constant: the policy always or never fires")
+                    .with_label("reads no field")
+                    .with_help("write `when true` for a policy that always applies, or compare a `ctx`, `request` or `run` field"),
+            );
+        }
+        typed.logic
+    }
+
+    /// Resolves the paths of a template and builds its artifact form.
+    pub fn template(&mut self, lit: &StrLit) -> TemplateIr {
+        let pieces = template::parse(lit, self.diags);
+        let mut parts = Vec::with_capacity(pieces.len());
+        let mut text = String::with_capacity(lit.value.len());
+        for piece in pieces {
+            match piece {
+                Piece::Text(t) => {
+                    text.push_str(&t.replace("{{", "\\{{"));
+                    parts.push(TemplatePart::Text(t));
+                }
+                Piece::Interp(i) => {
+                    match resolve(self.pack, &i.path) {
+                        None => self.unknown_path(&i.path, i.path_span),
+                        Some(r) => {
+                            if let Some(field) = &r.field {
+                                self.refs.push(Reference {
+                                    kind: SymbolKind::Field,
+                                    name: field.clone(),
+                                    span: i.path_span,
+                                });
+                            }
+                            if r.optional && i.default.is_none() {
+                                self.diags.push(
+                                    Diagnostic::new(
+                                        "W0201",
+                                        i.path_span,
+                                        format!("optional field `{}` is interpolated without a default", i.path),
+                                    )
+                                    .with_label("may be absent")
+                                    .with_help(format!(
+                                        "give a default: `{{{{ {} | \"unknown\" }}}}` (absent fields render as empty text)",
+                                        i.path
+                                    )),
+                                );
+                            }
+                        }
+                    }
+                    match &i.default {
+                        Some(d) => text.push_str(&format!("{{{{ {} | {} }}}}", i.path, json!(d))),
+                        None => text.push_str(&format!("{{{{ {} }}}}", i.path)),
+                    }
+                    parts.push(TemplatePart::Path {
+                        path: i.path,
+                        default: i.default,
+                    });
+                }
+            }
+        }
+        TemplateIr {
+            text,
+            parts,
+            span: lit.span,
+        }
+    }
+
+    fn unknown_path(&mut self, path: &str, span: Span) {
+        let candidates = all_paths(self.pack);
+        let mut d = Diagnostic::new("E0201", span, format!("unknown field path `{path}`"))
+            .with_label("no such field");
+        if let Some(best) = nearest(path, candidates.iter().map(String::as_str)) {
+            d = d.with_suggestion(span, best);
+        } else if !path.starts_with("ctx.") && !path.starts_with("request.") && !path.starts_with("run.") {
+            d = d.with_help("paths start with `ctx.` (the pack's context), `request.` or `run.`");
+        } else {
+            d = d.with_help("declare the field in a `context { ... }` block");
+        }
+        self.diags.push(d);
+    }
+
+    fn expr(&mut self, e: &Expr, guards: &[String]) -> Typed {
+        match &e.kind {
+            ExprKind::Paren(inner) => self.expr(inner, guards),
+            ExprKind::Str(s) => typed(Ty::String, json!(s.value)),
+            ExprKind::Int(i) => typed(Ty::Int, json!(i)),
+            ExprKind::Float(f) => typed(Ty::Float, json!(f)),
+            ExprKind::Bool(b) => typed(Ty::Bool, json!(b)),
+            ExprKind::Null => typed(Ty::Null, Value::Null),
+            ExprKind::Path(p) => self.path(p, e.span, guards),
+            ExprKind::Exists(p, span) => {
+                match resolve(self.pack, p) {
+                    None => self.unknown_path(p, *span),
+                    Some(r) => {
+                        if let Some(field) = r.field {
+                            self.refs.push(Reference {
+                                kind: SymbolKind::Field,
+                                name: field,
+                                span: *span,
+                            });
+                        }
+                    }
+                }
+                typed(Ty::Bool, json!({ "!==": [{ "var": p }, null] }))
+            }
+            ExprKind::Json(None) => typed(Ty::Error, Value::Null),
+            ExprKind::Json(Some(v)) => {
+                self.json(v, e.span);
+                typed(Ty::Any, v.clone())
+            }
+            ExprKind::List(items) => {
+                let mut element: Option<Ty> = None;
+                let mut logic = Vec::with_capacity(items.len());
+                for item in items {
+                    let t = self.expr(item, guards);
+                    logic.push(t.logic);
+                    if t.ty.is_unknown() || t.ty == Ty::Null {
+                        continue;
+                    }
+                    match &element {
+                        None => element = Some(t.ty),
+                        Some(first) if !compatible(first, &t.ty) => {
+                            self.diags.push(
+                                Diagnostic::new(
+                                    "E0202",
+                                    item.span,
+                                    format!(
+                                        "list elements must share one type: found `{}` after `{}`",
+                                        t.ty.describe(),
+                                        first.describe()
+                                    ),
+                                )
+                                .with_label(format!("`{}`", t.ty.describe()))
+                                .with_help("write every element of a list with the same type"),
+                            );
+                        }
+                        Some(_) => {}
+                    }
+                }
+                typed(Ty::List(Box::new(element.unwrap_or(Ty::Any))), Value::Array(logic))
+            }
+            ExprKind::Not(inner) => {
+                let t = self.expr(inner, guards);
+                self.expect_bool(&t.ty, inner, "not");
+                typed(Ty::Bool, json!({ "!": [t.logic] }))
+            }
+            ExprKind::And(items) => {
+                let mut scope: Vec<String> = guards.to_vec();
+                let mut logic = Vec::with_capacity(items.len());
+                for item in items {
+                    let t = self.expr(item, &scope);
+                    self.expect_bool(&t.ty, item, "and");
+                    logic.push(t.logic);
+                    collect_guards(item, &mut scope);
+                }
+                typed(Ty::Bool, json!({ "and": logic }))
+            }
+            ExprKind::Or(items) => {
+                let mut logic = Vec::with_capacity(items.len());
+                for item in items {
+                    let t = self.expr(item, guards);
+                    self.expect_bool(&t.ty, item, "or");
+                    logic.push(t.logic);
+                }
+                typed(Ty::Bool, json!({ "or": logic }))
+            }
+            ExprKind::Cmp { op, op_span, lhs, rhs } => {
+                let l = self.expr(lhs, guards);
+                let r = self.expr(rhs, guards);
+                self.compare(*op, *op_span, lhs, &l.ty, rhs, &r.ty);
+                let name = match op {
+                    CmpOp::Eq => "===",
+                    CmpOp::Ne => "!==",
+                    other => other.as_str(),
+                };
+                typed(Ty::Bool, json!({ name: [l.logic, r.logic] }))
+            }
+        }
+    }
+
+    fn path(&mut self, path: &str, span: Span, guards: &[String]) -> Typed {
+        let logic = json!({ "var": path });
+        let Some(r) = resolve(self.pack, path) else {
+            self.unknown_path(path, span);
+            return typed(Ty::Error, logic);
+        };
+        if let Some(field) = &r.field {
+            self.refs.push(Reference {
+                kind: SymbolKind::Field,
+                name: field.clone(),
+                span,
+            });
+        }
+        if r.optional && !guards.iter().any(|g| g == path) {
+            self.diags.push(
+                Diagnostic::new(
+                    "W0201",
+                    span,
+                    format!("optional field `{path}` is used without an `exists()` guard"),
+                )
+                .with_label("may be absent")
+                .with_help(format!("guard it in an earlier conjunct: `exists({path}) and ...`")),
+            );
+        }
+        typed(r.ty, logic)
+    }
+
+    fn expect_bool(&mut self, ty: &Ty, operand: &Expr, op: &str) {
+        if !matches!(ty, Ty::Bool | Ty::Any | Ty::Error) {
+            self.diags.push(
+                Diagnostic::new(
+                    "E0204",
+                    operand.span,
+                    format!("operand of `{op}` is not boolean: it has type `{}`", ty.describe()),
+                )
+                .with_label("not a bool")
+                .with_help("compare the value, e.g. `ctx.count > 0`, or test presence with `exists(...)`"),
+            );
+        }
+    }
+
+    fn compare(&mut self, op: CmpOp, op_span: Span, lhs: &Expr, l: &Ty, rhs: &Expr, r: &Ty) {
+        if l.is_unknown() || r.is_unknown() {
+            return;
+        }
+        match op {
+            CmpOp::Eq | CmpOp::Ne => {
+                if self.intent_literal(lhs, rhs) || self.intent_literal(rhs, lhs) {
+                    return;
+                }
+                if self.enum_literal(l, rhs) || self.enum_literal(r, lhs) {
+                    return;
+                }
+                if !compatible(l, r) {
+                    self.mismatch(op, op_span, l, r);
+                }
+            }
+            CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge => {
+                if !(l.is_number() && r.is_number()) {
+                    self.diags.push(
+                        Diagnostic::new(
+                            "E0202",
+                            op_span,
+                            format!("`{}` compares numbers, not `{}` and `{}`", op.as_str(), l.describe(), r.describe()),
+                        )
+                        .with_label("needs two numbers")
+                        .with_help("order comparisons take `int` or `float` operands"),
+                    );
+                }
+            }
+            CmpOp::In => match r {
+                Ty::List(item) => {
+                    if let ExprKind::List(items) = &strip(rhs).kind {
+                        if let Ty::Enum(_) = l {
+                            let mut reported = false;
+                            for item in items {
+                                reported |= self.enum_literal(l, item);
+                            }
+                            if reported {
+                                return;
+                            }
+                        }
+                    }
+                    if self.enum_literal(item, lhs) {
+                        return;
+                    }
+                    if !item.is_unknown() && !compatible(l, item) {
+                        self.mismatch(op, op_span, l, r);
+                    }
+                }
+                Ty::String if *l == Ty::String => {}
+                _ => {
+                    self.diags.push(
+                        Diagnostic::new(
+                            "E0202",
+                            op_span,
+                            format!("`in` needs a list (or a string) on its right, found `{}`", r.describe()),
+                        )
+                        .with_label(format!("`{}` in `{}`", l.describe(), r.describe()))
+                        .with_help("write `x in [\"a\", \"b\"]` or `\"tag\" in ctx.list_field`"),
+                    );
+                }
+            },
+        }
+    }
+
+    fn mismatch(&mut self, op: CmpOp, span: Span, l: &Ty, r: &Ty) {
+        self.diags.push(
+            Diagnostic::new(
+                "E0202",
+                span,
+                format!("cannot compare `{}` with `{}` using `{}`", l.describe(), r.describe(), op.as_str()),
+            )
+            .with_label("incompatible types")
+            .with_help("compare numbers with numbers, strings with strings, enums with one of their variants, bools with bools"),
+        );
+    }
+
+    /// `request.intent == "x"`: `x` must name a declared intent. Returns true when
+    /// this was such a comparison (and it has been checked).
+    fn intent_literal(&mut self, path: &Expr, lit: &Expr) -> bool {
+        let (ExprKind::Path(p), ExprKind::Str(s)) = (&strip(path).kind, &strip(lit).kind) else {
+            return false;
+        };
+        if p != "request.intent" {
+            return false;
+        }
+        let name = &s.value;
+        if self.pack.declares(SymbolKind::Intent, name) {
+            self.refs.push(Reference {
+                kind: SymbolKind::Intent,
+                name: name.clone(),
+                span: s.span,
+            });
+        } else {
+            let mut d = Diagnostic::new("E0102", s.span, format!("unknown intent `{name}`"))
+                .with_label("no intent of this name");
+            match nearest(name, self.pack.names(SymbolKind::Intent)) {
+                Some(best) => {
+                    let best = format!("\"{best}\"");
+                    d = d.with_suggestion(s.span, &best);
+                }
+                None => d = d.with_help("declare it with `intent NAME { ... }`"),
+            }
+            self.diags.push(d);
+        }
+        true
+    }
+
+    /// An enum compared with a string literal: the literal must be a variant.
+    /// Returns true when this was such a comparison (and it has been checked).
+    fn enum_literal(&mut self, ty: &Ty, lit: &Expr) -> bool {
+        let (Ty::Enum(variants), ExprKind::Str(s)) = (ty, &strip(lit).kind) else {
+            return false;
+        };
+        if !variants.contains(&s.value) {
+            let quoted: Vec<String> = variants.iter().map(|v| format!("\"{v}\"")).collect();
+            let mut d = Diagnostic::new(
+                "E0203",
+                s.span,
+                format!("`{}` is not a variant of `enum({})`", s.value, quoted.join(", ")),
+            )
+            .with_label("not a variant");
+            match nearest(&s.value, variants.iter().map(String::as_str)) {
+                Some(best) => d = d.with_suggestion(s.span, &format!("\"{best}\"")),
+                None => d = d.with_help(format!("the variants are {}", quoted.join(", "))),
+            }
+            self.diags.push(d);
+        }
+        true
+    }
+
+    /// Checks raw JsonLogic: operators the engine knows, one key per operation, `var`
+    /// paths that exist, and the engine's own compilation.
+    fn json(&mut self, value: &Value, span: Span) {
+        let before = self.diags.len();
+        self.json_walk(value, span, false);
+        if self.diags.len() > before {
+            return;
+        }
+        if let Err(e) = engine().compile(value.to_string().as_str()) {
+            self.diags.push(
+                Diagnostic::new("E0205", span, format!("malformed JsonLogic: {e}"))
+                    .with_label("rejected by the JsonLogic engine")
+                    .with_help("see `ctxpack explain E0205` for the accepted operators"),
+            );
+        }
+    }
+
+    fn json_walk(&mut self, value: &Value, span: Span, in_iteration: bool) {
+        match value {
+            Value::Array(items) => {
+                for item in items {
+                    self.json_walk(item, span, in_iteration);
+                }
+            }
+            Value::Object(map) => {
+                if map.len() != 1 {
+                    self.diags.push(
+                        Diagnostic::new(
+                            "E0205",
+                            span,
+                            format!("a JsonLogic operation is an object with exactly one key, found {} keys", map.len()),
+                        )
+                        .with_label("malformed JsonLogic")
+                        .with_help("write `{ \"operator\": [arguments] }`"),
+                    );
+                    return;
+                }
+                let Some((op, args)) = map.iter().next() else { return };
+                if !engine().builtin_operator_names().any(|known| known == op) {
+                    let mut d = Diagnostic::new("E0205", span, format!("unknown JsonLogic operator `{op}`"))
+                        .with_label("the runtime cannot evaluate this");
+                    let known: Vec<&str> = engine().builtin_operator_names().collect();
+                    match nearest(op, known.iter().copied()) {
+                        Some(best) => d = d.with_help(format!("did you mean `{best}`?")),
+                        None => d = d.with_help("see `ctxpack explain E0205` for the accepted operators"),
+                    }
+                    self.diags.push(d);
+                    return;
+                }
+                if (op == "var" || op == "val") && !in_iteration {
+                    let path = match args {
+                        Value::String(s) => Some(s.as_str()),
+                        Value::Array(a) => a.first().and_then(Value::as_str),
+                        _ => None,
+                    };
+                    if let Some(path) = path.filter(|p| !p.is_empty()) {
+                        if resolve(self.pack, path).is_none() {
+                            self.unknown_path(path, span);
+                        }
+                    }
+                    return;
+                }
+                let iterates = matches!(op.as_str(), "map" | "filter" | "reduce" | "all" | "some" | "none");
+                match args {
+                    Value::Array(items) => {
+                        for (i, item) in items.iter().enumerate() {
+                            self.json_walk(item, span, in_iteration || (iterates && i > 0));
+                        }
+                    }
+                    other => self.json_walk(other, span, in_iteration),
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn typed(ty: Ty, logic: Value) -> Typed {
+    Typed { ty, logic }
+}
+
+fn strip(e: &Expr) -> &Expr {
+    match &e.kind {
+        ExprKind::Paren(inner) => strip(inner),
+        _ => e,
+    }
+}
+
+/// Can values of these types be compared with `==`?
+fn compatible(a: &Ty, b: &Ty) -> bool {
+    if a.is_unknown() || b.is_unknown() || *a == Ty::Null || *b == Ty::Null {
+        return true;
+    }
+    match (a, b) {
+        (x, y) if x.is_number() && y.is_number() => true,
+        (Ty::String | Ty::Enum(_) | Ty::Timestamp, Ty::String | Ty::Enum(_) | Ty::Timestamp) => true,
+        (Ty::Bool, Ty::Bool) => true,
+        (Ty::List(x), Ty::List(y)) => compatible(x, y),
+        _ => false,
+    }
+}
+
+/// The paths an operand of `and` proves present for the conjuncts after it.
+fn collect_guards(e: &Expr, out: &mut Vec<String>) {
+    match &e.kind {
+        ExprKind::Exists(p, _) => out.push(p.clone()),
+        ExprKind::Paren(inner) => collect_guards(inner, out),
+        ExprKind::And(items) => items.iter().for_each(|i| collect_guards(i, out)),
+        _ => {}
+    }
+}
+
+/// Does the condition read no field at all?
+fn is_constant(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Path(_) | ExprKind::Exists(..) => false,
+        ExprKind::Json(Some(v)) => !mentions_var(v),
+        ExprKind::Json(None) => false,
+        ExprKind::Str(_) | ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Bool(_) | ExprKind::Null => true,
+        ExprKind::Paren(inner) | ExprKind::Not(inner) => is_constant(inner),
+        ExprKind::And(items) | ExprKind::Or(items) | ExprKind::List(items) => items.iter().all(is_constant),
+        ExprKind::Cmp { lhs, rhs, .. } => is_constant(lhs) && is_constant(rhs),
+    }
+}
+
+fn mentions_var(v: &Value) -> bool {
+    match v {
+        Value::Object(map) => map.iter().any(|(k, v)| k == "var" || k == "val" || mentions_var(v)),
+        Value::Array(items) => items.iter().any(mentions_var),
+        _ => false,
+    }
+}

@@ -1,0 +1,247 @@
+//! The IR: a pack with its names resolved, its expressions typed and its `when`
+//! conditions lowered to JsonLogic.
+//!
+//! [`build`] turns an AST into a [`Pack`] and the diagnostics of name resolution and
+//! typing (duplicates, singletons, unknown paths, type errors, templates). The checks
+//! in [`crate::check`] then run over the `Pack`. Every definition and every reference
+//! keeps its span, which is what the language server navigates by.
+
+mod build;
+pub mod expr;
+pub mod scope;
+pub mod types;
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+pub use build::build;
+pub use types::Ty;
+
+use crate::artifact::{Approval, Overflow, Risk, SafetyMode, Tokenizer};
+use crate::span::Span;
+
+/// What a name refers to, for references, hover and navigation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SymbolKind {
+    Tool,
+    Intent,
+    Policy,
+    Redactor,
+    Bucket,
+    Block,
+    Field,
+}
+
+impl SymbolKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SymbolKind::Tool => "tool",
+            SymbolKind::Intent => "intent",
+            SymbolKind::Policy => "policy",
+            SymbolKind::Redactor => "redactor",
+            SymbolKind::Bucket => "bucket",
+            SymbolKind::Block => "block",
+            SymbolKind::Field => "context field",
+        }
+    }
+}
+
+/// A use of a name: a tool in an intent's `tools`, a field path in an expression, ...
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reference {
+    pub kind: SymbolKind,
+    /// The tool/intent/... name, or for fields the path below `ctx`.
+    pub name: String,
+    pub span: Span,
+}
+
+/// A definition: where a name is declared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Definition {
+    pub kind: SymbolKind,
+    pub name: String,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Pack {
+    pub name: String,
+    pub version: String,
+    pub library: bool,
+    /// The header's `pack` keyword; item-level "missing" diagnostics point here.
+    pub header_span: Span,
+    pub description: Option<String>,
+    pub imports: Vec<ImportDecl>,
+    pub fields: Vec<Field>,
+    pub system: Option<TemplateIr>,
+    pub developer: Option<TemplateIr>,
+    pub budget: Option<BudgetIr>,
+    pub tools: Vec<ToolIr>,
+    pub prohibitions: Vec<NameRef>,
+    pub intents: Vec<IntentIr>,
+    pub redactors: Vec<RedactorIr>,
+    pub policies: Vec<PolicyIr>,
+    pub blocks: Vec<BlockIr>,
+    /// Names of items whose body failed to parse: declared, but not checked further.
+    pub broken: Vec<Definition>,
+    pub definitions: Vec<Definition>,
+    pub references: Vec<Reference>,
+    pub(crate) field_index: HashMap<String, usize>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ImportDecl {
+    pub name: String,
+    pub version: Option<String>,
+    pub keyword: Span,
+    pub name_span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NameRef {
+    pub name: String,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone)]
+pub struct Field {
+    /// Below `ctx`: `user.tier`.
+    pub path: String,
+    pub ty: Ty,
+    pub optional: bool,
+    pub span: Span,
+    pub doc: Option<String>,
+}
+
+/// A template: its parts and the spans of its interpolated paths.
+#[derive(Debug, Clone)]
+pub struct TemplateIr {
+    pub text: String,
+    pub parts: Vec<crate::artifact::TemplatePart>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone)]
+pub struct BudgetIr {
+    pub keyword: Span,
+    pub total: Option<(i64, Span)>,
+    pub tokenizer: Tokenizer,
+    pub buckets: Vec<BucketIr>,
+}
+
+#[derive(Debug, Clone)]
+pub struct BucketIr {
+    pub name: String,
+    pub name_span: Span,
+    pub share_ppm: Option<u64>,
+    pub share_span: Option<Span>,
+    pub priority: i64,
+    pub min: Option<(i64, Span)>,
+    pub overflow: Overflow,
+}
+
+#[derive(Debug, Clone)]
+pub struct ToolIr {
+    pub name: String,
+    pub name_span: Span,
+    pub description: Option<String>,
+    pub kind: Option<String>,
+    pub risk: Option<(Risk, Span)>,
+    pub approval: Option<(Approval, Span)>,
+    /// JSON Schema of the input.
+    pub input: Value,
+    pub doc: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct IntentIr {
+    pub name: String,
+    pub name_span: Span,
+    pub fallback: bool,
+    pub description: Option<String>,
+    pub safety: SafetyMode,
+    pub tools: Vec<NameRef>,
+    pub task: Option<TemplateIr>,
+    pub budget: Option<IntentBudgetIr>,
+    pub doc: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct IntentBudgetIr {
+    pub keyword: Span,
+    pub overrides: Vec<(NameRef, u64)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RedactorIr {
+    pub name: String,
+    pub name_span: Span,
+    pub pattern: String,
+    pub pattern_span: Span,
+    pub doc: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PolicyIr {
+    pub name: String,
+    pub name_span: Span,
+    pub priority: i64,
+    pub advisory: bool,
+    /// The condition lowered to JsonLogic.
+    pub when: Value,
+    pub when_span: Span,
+    pub effects: Vec<EffectIr>,
+    pub doc: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub enum EffectIr {
+    Refuse(String),
+    Escalate(String),
+    RequireApproval(Vec<NameRef>),
+    Deny(Vec<NameRef>),
+    Redact(Vec<NameRef>),
+    Instruct(TemplateIr),
+}
+
+#[derive(Debug, Clone)]
+pub struct BlockIr {
+    pub name: String,
+    pub name_span: Span,
+    pub bucket: NameRef,
+    pub priority: i64,
+    pub text: TemplateIr,
+    pub doc: Option<String>,
+}
+
+impl Pack {
+    /// The context field at `path` (below `ctx`).
+    pub fn field(&self, path: &str) -> Option<&Field> {
+        self.field_index.get(path).map(|&i| &self.fields[i])
+    }
+
+    pub fn tool(&self, name: &str) -> Option<&ToolIr> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// Is `name` declared as a `kind` (fully or by a broken item)?
+    pub fn declares(&self, kind: SymbolKind, name: &str) -> bool {
+        self.definitions.iter().any(|d| d.kind == kind && d.name == name)
+            || self.broken.iter().any(|d| d.kind == kind && d.name == name)
+    }
+
+    /// Every declared name of a kind, for "did you mean" help.
+    pub fn names(&self, kind: SymbolKind) -> impl Iterator<Item = &str> {
+        self.definitions
+            .iter()
+            .chain(self.broken.iter())
+            .filter(move |d| d.kind == kind)
+            .map(|d| d.name.as_str())
+    }
+
+    /// `scope/name@version`.
+    pub fn provenance(&self) -> String {
+        format!("{}@{}", self.name, self.version)
+    }
+}
