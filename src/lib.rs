@@ -8,13 +8,17 @@
 //! 3. [`check`]: the semantic checks over the IR, one module per family.
 //! 4. [`lower`]: IR → the pinned `ctxpack.pack/v1` [`artifact`].
 //!
-//! The runtime compiler sees only artifacts, never the AST or the IR.
+//! The runtime compiler sees only artifacts, never the AST or the IR. So do the
+//! [`registry`] (publishing and loading pinned artifacts) and [`diff`] (the semantic
+//! diff of two artifacts).
 pub mod artifact;
 pub mod check;
 pub mod codes;
 pub mod commands;
 pub mod diagnostic;
+pub mod diff;
 pub mod ir;
+pub mod registry;
 pub mod span;
 pub mod syntax;
 pub mod tokens;

@@ -2,13 +2,14 @@
 //! work lives in the library (`ctxpack::commands`).
 
 use clap::{Parser, Subcommand};
-use ctxpack::commands::{self, check::CheckArgs, exit};
+use ctxpack::commands::{self, check::CheckArgs, diff::DiffArgs, exit, publish::PublishArgs, versions::VersionsArgs};
 
 /// ctxpack — review, version and reproduce the context of LLM agents like code.
 ///
 /// A `.ctxpack` file declares a context pack: typed context, prompts, intents, tools
 /// with approval modes, policies, redactors, static blocks and a token budget.
-/// `check` validates packs; `explain` documents every diagnostic code.
+/// `check` validates packs; `explain` documents every diagnostic code; `publish`,
+/// `versions` and `diff` work with pinned artifacts and the registry.
 #[derive(Debug, Parser)]
 #[command(name = "ctxpack", version, propagate_version = true, arg_required_else_help = true)]
 struct Cli {
@@ -31,6 +32,31 @@ enum Command {
         /// A code such as `E0401`.
         code: Option<String>,
     },
+    /// Publish an artifact to the registry under its `scope/name@version`.
+    ///
+    /// The artifact is verified first. Publishing identical bytes again is a no-op;
+    /// a different artifact under a published version is refused (versions are
+    /// immutable). Concurrent publishers wait for each other.
+    ///
+    /// Exit codes: 0 published or already published, 3 the file or registry could
+    /// not be read or written, 4 the artifact is invalid or tampered, or its version
+    /// is already published with a different hash.
+    #[command(after_help = "Examples:\n  ctxpack publish out/support.json\n  ctxpack publish --registry /mnt/packs out/support.json")]
+    Publish(PublishArgs),
+    /// List a pack's published versions and their hashes, sorted by semver.
+    ///
+    /// Exit codes: 0 listed, 3 the pack is not in the registry, 4 a malformed name
+    /// or a corrupt index.
+    #[command(after_help = "Examples:\n  ctxpack versions acme/support\n  ctxpack versions --format json acme/support")]
+    Versions(VersionsArgs),
+    /// Compare two artifacts: tools, policies, budget, prompts, intents and more,
+    /// with safety-relevant changes (approval or risk raised or lowered, policies
+    /// removed, tools granted) listed first.
+    ///
+    /// Exit codes: 0 compared (whether or not they differ; with --exit-code, 1 when
+    /// they differ), 3 an input could not be read, 4 an input is invalid.
+    #[command(after_help = "Examples:\n  ctxpack diff v1.json v2.json\n  ctxpack diff acme/support@1.0.0 acme/support@1.1.0\n  ctxpack diff --format json --exit-code old.json new.json")]
+    Diff(DiffArgs),
 }
 
 fn main() {
@@ -45,6 +71,9 @@ fn main() {
     let code = match &cli.command {
         Command::Check(args) => commands::check::run(args),
         Command::Explain { code } => commands::explain::run(code.as_deref()),
+        Command::Publish(args) => commands::publish::run(args),
+        Command::Versions(args) => commands::versions::run(args),
+        Command::Diff(args) => commands::diff::run(args),
     };
     std::process::exit(code);
 }

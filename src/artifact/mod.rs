@@ -7,8 +7,10 @@
 
 pub mod canonical;
 pub mod model;
+pub mod name;
 pub mod verify;
 
 pub use canonical::{canonical_bytes, content_hash};
 pub use model::*;
+pub use name::{valid_name_part, valid_pack_name};
 pub use verify::{verify_bytes, verify_value, ArtifactError};

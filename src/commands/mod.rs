@@ -2,8 +2,11 @@
 //! only parses arguments and dispatches here.
 
 pub mod check;
+pub mod diff;
 pub mod explain;
 pub mod files;
+pub mod publish;
+pub mod versions;
 
 /// Exit codes shared by every subcommand (see the runtime spec).
 pub mod exit {

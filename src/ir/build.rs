@@ -8,6 +8,7 @@ use serde_json::{json, Map, Value};
 
 use super::expr::Checker;
 use super::*;
+use crate::artifact::valid_pack_name;
 use crate::diagnostic::Diagnostic;
 use crate::syntax::ast::{self, BrokenKind, EffectKind, ItemKind, Role};
 
@@ -542,16 +543,4 @@ fn name_ref(i: &ast::Ident) -> NameRef {
         name: i.name.clone(),
         span: i.span,
     }
-}
-
-/// `scope/name`, each part `[a-z0-9][a-z0-9-]*`.
-pub fn valid_pack_name(name: &str) -> bool {
-    let mut parts = name.split('/');
-    let ok = |p: Option<&str>| {
-        p.is_some_and(|p| {
-            let mut b = p.bytes();
-            matches!(b.next(), Some(b'a'..=b'z' | b'0'..=b'9')) && b.all(|c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'-'))
-        })
-    };
-    ok(parts.next()) && ok(parts.next()) && parts.next().is_none()
 }

@@ -1,0 +1,71 @@
+//! `ctxpack versions scope/name`: a pack's published versions with their hashes.
+
+use std::path::PathBuf;
+
+use super::exit;
+use crate::registry::{Index, IndexEntry, PackName, Registry};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Format {
+    /// A table of versions and hashes.
+    #[default]
+    Human,
+    /// The pack's index document: `{"name", "versions": [{"version", "hash"}]}`.
+    Json,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct VersionsArgs {
+    /// The pack, `scope/name` (without a version).
+    pub name: String,
+    /// The registry directory [default: $CTXPACK_REGISTRY, else .ctxpack/registry].
+    #[arg(long, value_name = "DIR")]
+    pub registry: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+}
+
+pub fn run(args: &VersionsArgs) -> i32 {
+    let registry = Registry::from_env_or(args.registry.as_deref());
+    let versions = match PackName::parse(&args.name).and_then(|name| registry.versions(&name)) {
+        Ok(versions) => versions,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return e.exit_code();
+        }
+    };
+    match args.format {
+        Format::Human => {
+            let mut table = comfy_table::Table::new();
+            table
+                .load_preset(comfy_table::presets::NOTHING)
+                .set_content_arrangement(comfy_table::ContentArrangement::Disabled)
+                .set_header(["version", "hash"]);
+            for (version, hash) in &versions {
+                table.add_row([version.to_string(), hash.clone()]);
+            }
+            println!("{}", table.trim_fmt());
+        }
+        Format::Json => {
+            let index = Index {
+                name: args.name.clone(),
+                versions: versions
+                    .into_iter()
+                    .map(|(version, hash)| IndexEntry {
+                        version: version.to_string(),
+                        hash,
+                    })
+                    .collect(),
+            };
+            match serde_json::to_string_pretty(&index) {
+                Ok(json) => println!("{json}"),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return exit::INVALID;
+                }
+            }
+        }
+    }
+    exit::OK
+}

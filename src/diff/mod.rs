@@ -1,0 +1,771 @@
+//! Semantic diff of two artifacts: what a version bump really does.
+//!
+//! [`diff`] compares two artifacts item by item — tools, policies, budget, prompts,
+//! intents, context, redactors, blocks, prohibitions, dependencies — and collects the
+//! changes that matter for safety (approval or risk raised or lowered, a policy
+//! removed, an intent granted a tool, …) into one list, so that a reviewer reads those
+//! first. [`render`] turns the result into the human or JSON output of `ctxpack diff`.
+//!
+//! Items are matched by name (context fields by path, prohibitions by tool). A
+//! provenance that names the pack itself (`scope/name@version`) is compared as "this
+//! pack", so that bumping the version does not report every item as changed.
+
+pub mod render;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::artifact::{
+    Artifact, Block, Bucket, ContextField, Dependency, Intent, Policy, Prohibition, Redactor, Tool, Type,
+};
+
+/// The difference between two artifacts. Serialized, it is the `--format json`
+/// document: keys in a fixed order, every section always present.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ArtifactDiff {
+    pub from: PackId,
+    pub to: PackId,
+    /// Whether anything differs (the hash alone never counts: it follows the content).
+    pub differs: bool,
+    /// Safety-relevant changes, the ones that weaken safety first.
+    pub safety: Vec<SafetyNote>,
+    /// Pack-level fields: name, version, library, description, compiler, format.
+    pub pack: Vec<FieldChange>,
+    pub tools: Section,
+    pub policies: Section,
+    pub budget: BudgetDiff,
+    /// `system` and `developer`, as unified text diffs.
+    pub prompts: Vec<FieldChange>,
+    pub intents: Section,
+    pub context: Section,
+    pub redactors: Section,
+    pub blocks: Section,
+    pub prohibitions: Section,
+    pub dependencies: Section,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PackId {
+    pub name: String,
+    pub version: String,
+    pub hash: Option<String>,
+}
+
+/// Items of one kind that were added, removed or changed, each list sorted by name.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Section {
+    pub added: Vec<Entry>,
+    pub removed: Vec<Entry>,
+    pub changed: Vec<ItemChange>,
+}
+
+impl Section {
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+}
+
+/// An added or removed item.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Entry {
+    pub name: String,
+    /// The whole item as it appears in the artifact.
+    pub item: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub safety: Option<SafetyKind>,
+    /// A one-line description for human output.
+    #[serde(skip)]
+    pub summary: String,
+}
+
+/// An item present on both sides whose fields differ.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ItemChange {
+    pub name: String,
+    pub changes: Vec<FieldChange>,
+}
+
+/// One changed field: either its old and new values, or, for prompt text, a unified
+/// diff of the two texts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FieldChange {
+    pub field: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub safety: Vec<SafetyKind>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct BudgetDiff {
+    /// `total` and `tokenizer`.
+    pub changes: Vec<FieldChange>,
+    pub buckets: Section,
+}
+
+/// A safety-relevant change, for the list at the top of the output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SafetyNote {
+    pub kind: SafetyKind,
+    pub effect: SafetyEffect,
+    /// The section key: `tools`, `policies`, `intents`, `redactors`, `prohibitions`.
+    pub section: &'static str,
+    pub item: String,
+    /// What changed, in words: `confirm → review`, `refund_order`, ….
+    pub detail: String,
+}
+
+/// The kinds of safety-relevant change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SafetyKind {
+    ApprovalLowered,
+    ApprovalRaised,
+    RiskLowered,
+    RiskRaised,
+    ToolAdded,
+    IntentSafetyLowered,
+    IntentSafetyRaised,
+    IntentToolGranted,
+    IntentToolRevoked,
+    PolicyRemoved,
+    PolicyAdded,
+    PolicyMadeAdvisory,
+    PolicyMadeEnforcing,
+    PolicyConditionChanged,
+    PolicyEffectsChanged,
+    ProhibitionRemoved,
+    ProhibitionAdded,
+    RedactorRemoved,
+    RedactorAdded,
+    RedactorPatternChanged,
+}
+
+/// Which way a safety-relevant change goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SafetyEffect {
+    /// Fewer gates, wider reach: needs the closest look.
+    Weakens,
+    /// Neither clearly weaker nor stronger: read it.
+    Review,
+    /// More gates, narrower reach.
+    Tightens,
+}
+
+impl SafetyKind {
+    pub fn effect(self) -> SafetyEffect {
+        use SafetyKind::*;
+        match self {
+            ApprovalLowered | RiskLowered | IntentSafetyLowered | IntentToolGranted | PolicyRemoved
+            | PolicyMadeAdvisory | ProhibitionRemoved | RedactorRemoved => SafetyEffect::Weakens,
+            RiskRaised | ToolAdded | PolicyConditionChanged | PolicyEffectsChanged | RedactorPatternChanged => {
+                SafetyEffect::Review
+            }
+            ApprovalRaised | IntentSafetyRaised | IntentToolRevoked | PolicyAdded | PolicyMadeEnforcing
+            | ProhibitionAdded | RedactorAdded => SafetyEffect::Tightens,
+        }
+    }
+
+    /// The words for human output: `approval raised`.
+    pub fn describe(self) -> &'static str {
+        use SafetyKind::*;
+        match self {
+            ApprovalLowered => "approval lowered",
+            ApprovalRaised => "approval raised",
+            RiskLowered => "risk lowered",
+            RiskRaised => "risk raised",
+            ToolAdded => "tool added",
+            IntentSafetyLowered => "safety mode lowered",
+            IntentSafetyRaised => "safety mode raised",
+            IntentToolGranted => "tool granted",
+            IntentToolRevoked => "tool revoked",
+            PolicyRemoved => "policy removed",
+            PolicyAdded => "policy added",
+            PolicyMadeAdvisory => "policy made advisory",
+            PolicyMadeEnforcing => "policy made enforcing",
+            PolicyConditionChanged => "policy condition changed",
+            PolicyEffectsChanged => "policy effects changed",
+            ProhibitionRemoved => "prohibition removed",
+            ProhibitionAdded => "prohibition added",
+            RedactorRemoved => "redactor removed",
+            RedactorAdded => "redactor added",
+            RedactorPatternChanged => "redactor pattern changed",
+        }
+    }
+}
+
+impl SafetyEffect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SafetyEffect::Weakens => "weakens",
+            SafetyEffect::Review => "review",
+            SafetyEffect::Tightens => "tightens",
+        }
+    }
+}
+
+/// Compares two artifacts.
+pub fn diff(a: &Artifact, b: &Artifact) -> ArtifactDiff {
+    let cx = Cx {
+        own: [format!("{}@{}", a.name, a.version), format!("{}@{}", b.name, b.version)],
+    };
+    let (a_budget, b_budget) = (a.budget.as_ref(), b.budget.as_ref());
+    let (a_prompts, b_prompts) = (a.prompts.as_ref(), b.prompts.as_ref());
+    let mut out = ArtifactDiff {
+        from: pack_id(a),
+        to: pack_id(b),
+        differs: false,
+        safety: Vec::new(),
+        pack: value_changes(&[
+            ("name", json!(a.name), json!(b.name)),
+            ("version", json!(a.version), json!(b.version)),
+            ("library", json!(a.library), json!(b.library)),
+            ("description", json!(a.description), json!(b.description)),
+            ("compiler", json!(a.compiler), json!(b.compiler)),
+            ("format", json!(a.format), json!(b.format)),
+        ]),
+        tools: diff_items(&a.tools, &b.tools, &cx),
+        policies: diff_items(&a.policies, &b.policies, &cx),
+        budget: BudgetDiff {
+            changes: value_changes(&[
+                ("total", json!(a_budget.map(|b| b.total)), json!(b_budget.map(|b| b.total))),
+                (
+                    "tokenizer",
+                    json!(a_budget.map(|b| b.tokenizer)),
+                    json!(b_budget.map(|b| b.tokenizer)),
+                ),
+            ]),
+            buckets: diff_items(
+                a_budget.map_or(&[][..], |b| &b.buckets),
+                b_budget.map_or(&[][..], |b| &b.buckets),
+                &cx,
+            ),
+        },
+        prompts: ["system", "developer"]
+            .into_iter()
+            .filter_map(|which| {
+                let text = |p: Option<&crate::artifact::Prompts>| {
+                    p.and_then(|p| if which == "system" { Some(&p.system) } else { p.developer.as_ref() })
+                        .map_or("", |t| t.text.as_str())
+                        .to_owned()
+                };
+                field_change(which, &cx, &Field::Text(text(a_prompts)), &Field::Text(text(b_prompts)))
+            })
+            .collect(),
+        intents: diff_items(&a.intents, &b.intents, &cx),
+        context: diff_items(&a.context, &b.context, &cx),
+        redactors: diff_items(&a.redactors, &b.redactors, &cx),
+        blocks: diff_items(&a.blocks, &b.blocks, &cx),
+        prohibitions: diff_items(&a.prohibitions, &b.prohibitions, &cx),
+        dependencies: diff_items(&a.dependencies, &b.dependencies, &cx),
+    };
+    out.differs = !(out.pack.is_empty()
+        && out.budget.changes.is_empty()
+        && out.prompts.is_empty()
+        && out.sections().iter().all(|(_, s)| s.is_empty()));
+    out.safety = collect_safety(&out);
+    out
+}
+
+impl ArtifactDiff {
+    /// The item sections with their keys, in output order.
+    pub fn sections(&self) -> [(&'static str, &Section); 9] {
+        [
+            ("tools", &self.tools),
+            ("policies", &self.policies),
+            ("buckets", &self.budget.buckets),
+            ("intents", &self.intents),
+            ("context", &self.context),
+            ("redactors", &self.redactors),
+            ("blocks", &self.blocks),
+            ("prohibitions", &self.prohibitions),
+            ("dependencies", &self.dependencies),
+        ]
+    }
+}
+
+fn pack_id(a: &Artifact) -> PackId {
+    PackId {
+        name: a.name.clone(),
+        version: a.version.clone(),
+        hash: a.hash.clone(),
+    }
+}
+
+/// Gathers the safety kinds recorded on entries and field changes into the list shown
+/// first, weakening changes first, then in section and name order.
+fn collect_safety(d: &ArtifactDiff) -> Vec<SafetyNote> {
+    let mut notes = Vec::new();
+    for (section, s) in d.sections() {
+        for (entries, what) in [(&s.added, "added"), (&s.removed, "removed")] {
+            for e in entries {
+                if let Some(kind) = e.safety {
+                    notes.push(note(kind, section, &e.name, format!("{what}: {}", e.summary)));
+                }
+            }
+        }
+        for item in &s.changed {
+            for c in &item.changes {
+                for &kind in &c.safety {
+                    notes.push(note(kind, section, &item.name, safety_detail(kind, c)));
+                }
+            }
+        }
+    }
+    // A stable sort: within one effect, the order above (section, then added,
+    // removed, changed, each by name) is kept.
+    notes.sort_by_key(|n| n.effect);
+    notes
+}
+
+fn note(kind: SafetyKind, section: &'static str, item: &str, detail: String) -> SafetyNote {
+    SafetyNote {
+        kind,
+        effect: kind.effect(),
+        section,
+        item: item.to_owned(),
+        detail,
+    }
+}
+
+fn safety_detail(kind: SafetyKind, c: &FieldChange) -> String {
+    let (from, to) = (c.from.as_ref().unwrap_or(&Value::Null), c.to.as_ref().unwrap_or(&Value::Null));
+    match kind {
+        SafetyKind::IntentToolGranted | SafetyKind::IntentToolRevoked => {
+            let (gained, lost) = string_set_delta(from, to);
+            let names = if kind == SafetyKind::IntentToolGranted { gained } else { lost };
+            names.join(", ")
+        }
+        _ => format!("{} → {}", render::compact(from), render::compact(to)),
+    }
+}
+
+/// The strings in `to` but not `from`, and those in `from` but not `to`.
+pub(crate) fn string_set_delta<'v>(from: &'v Value, to: &'v Value) -> (Vec<&'v str>, Vec<&'v str>) {
+    let strings = |v: &'v Value| -> Vec<&'v str> {
+        v.as_array()
+            .map(|items| items.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default()
+    };
+    let (from, to) = (strings(from), strings(to));
+    let gained = to.iter().filter(|t| !from.contains(t)).copied().collect();
+    let lost = from.iter().filter(|f| !to.contains(f)).copied().collect();
+    (gained, lost)
+}
+
+// ---------------------------------------------------------------------------------
+// The generic item diff
+// ---------------------------------------------------------------------------------
+
+/// The two sides' own `scope/name@version`, for comparing provenance.
+struct Cx {
+    own: [String; 2],
+}
+
+/// A field's value, as compared.
+enum Field {
+    Json(Value),
+    /// Prompt text: a change is shown as a unified diff.
+    Text(String),
+    /// A provenance: equal when both name their own pack.
+    Provenance(String),
+}
+
+/// What the generic diff needs to know about one kind of item.
+trait Item: Serialize {
+    fn key(&self) -> String;
+    fn fields(&self) -> Vec<(&'static str, Field)>;
+    fn summary(&self) -> String;
+    fn added_safety(&self) -> Option<SafetyKind> {
+        None
+    }
+    fn removed_safety(&self) -> Option<SafetyKind> {
+        None
+    }
+    /// The safety kinds of a change to `field` from `self` to `to`.
+    fn field_safety(&self, _to: &Self, _field: &str) -> Vec<SafetyKind> {
+        Vec::new()
+    }
+}
+
+fn diff_items<T: Item>(a: &[T], b: &[T], cx: &Cx) -> Section {
+    let (a, b) = (keyed(a), keyed(b));
+    let entry = |name: &String, item: &T, safety| Entry {
+        name: name.clone(),
+        item: serde_json::to_value(item).unwrap_or(Value::Null),
+        safety,
+        summary: item.summary(),
+    };
+    let mut section = Section::default();
+    for (name, x) in &a {
+        match b.get(name) {
+            None => section.removed.push(entry(name, x, x.removed_safety())),
+            Some(y) => {
+                let changes: Vec<FieldChange> = x
+                    .fields()
+                    .into_iter()
+                    .zip(y.fields())
+                    .filter_map(|((field, fx), (_, fy))| {
+                        let mut change = field_change(field, cx, &fx, &fy)?;
+                        change.safety = x.field_safety(y, field);
+                        Some(change)
+                    })
+                    .collect();
+                if !changes.is_empty() {
+                    section.changed.push(ItemChange {
+                        name: name.clone(),
+                        changes,
+                    });
+                }
+            }
+        }
+    }
+    for (name, y) in &b {
+        if !a.contains_key(name) {
+            section.added.push(entry(name, y, y.added_safety()));
+        }
+    }
+    section
+}
+
+/// Items by key. Keys are unique in a well-formed artifact; a duplicate is kept under
+/// a numbered key rather than dropped, so that nothing goes unreported.
+fn keyed<T: Item>(items: &[T]) -> BTreeMap<String, &T> {
+    let mut map = BTreeMap::new();
+    for item in items {
+        let key = item.key();
+        let mut unique = key.clone();
+        let mut n = 1;
+        while map.contains_key(&unique) {
+            n += 1;
+            unique = format!("{key} ({n})");
+        }
+        map.insert(unique, item);
+    }
+    map
+}
+
+fn field_change(field: &str, cx: &Cx, a: &Field, b: &Field) -> Option<FieldChange> {
+    let change = |from: Option<Value>, to: Option<Value>, diff: Option<String>| FieldChange {
+        field: field.to_owned(),
+        from,
+        to,
+        diff,
+        safety: Vec::new(),
+    };
+    match (a, b) {
+        (Field::Json(x), Field::Json(y)) => (x != y).then(|| change(Some(x.clone()), Some(y.clone()), None)),
+        (Field::Provenance(x), Field::Provenance(y)) => {
+            let own = |p: &String, side: usize| *p == cx.own[side];
+            let same = x == y || (own(x, 0) && own(y, 1));
+            (!same).then(|| change(Some(json!(x)), Some(json!(y)), None))
+        }
+        (Field::Text(x), Field::Text(y)) => (x != y).then(|| change(None, None, Some(text_diff(x, y)))),
+        // Both sides come from the same `fields()` of one item type.
+        _ => None,
+    }
+}
+
+fn value_changes(fields: &[(&str, Value, Value)]) -> Vec<FieldChange> {
+    let cx = Cx {
+        own: [String::new(), String::new()],
+    };
+    fields
+        .iter()
+        .filter_map(|(field, a, b)| field_change(field, &cx, &Field::Json(a.clone()), &Field::Json(b.clone())))
+        .collect()
+}
+
+/// A unified diff of two texts, hunks only, three lines of context.
+fn text_diff(a: &str, b: &str) -> String {
+    similar::TextDiff::from_lines(a, b)
+        .unified_diff()
+        .context_radius(3)
+        .to_string()
+}
+
+fn ordering_kind<T: Ord>(from: T, to: T, raised: SafetyKind, lowered: SafetyKind) -> Vec<SafetyKind> {
+    match from.cmp(&to) {
+        std::cmp::Ordering::Less => vec![raised],
+        std::cmp::Ordering::Greater => vec![lowered],
+        std::cmp::Ordering::Equal => Vec::new(),
+    }
+}
+
+fn json<T: Serialize>(value: &T) -> Field {
+    Field::Json(serde_json::to_value(value).unwrap_or(Value::Null))
+}
+
+// ---------------------------------------------------------------------------------
+// The item kinds
+// ---------------------------------------------------------------------------------
+
+impl Item for Tool {
+    fn key(&self) -> String {
+        self.name.clone()
+    }
+    fn fields(&self) -> Vec<(&'static str, Field)> {
+        vec![
+            ("description", json(&self.description)),
+            ("kind", json(&self.kind)),
+            ("risk", json(&self.risk)),
+            ("approval", json(&self.approval)),
+            ("input", json(&self.input)),
+            ("doc", json(&self.doc)),
+            ("provenance", Field::Provenance(self.provenance.clone())),
+        ]
+    }
+    fn summary(&self) -> String {
+        format!(
+            "kind {}, risk {}, approval {}",
+            self.kind,
+            self.risk.as_str(),
+            self.approval.as_str()
+        )
+    }
+    fn added_safety(&self) -> Option<SafetyKind> {
+        Some(SafetyKind::ToolAdded)
+    }
+    fn field_safety(&self, to: &Self, field: &str) -> Vec<SafetyKind> {
+        match field {
+            "risk" => ordering_kind(self.risk, to.risk, SafetyKind::RiskRaised, SafetyKind::RiskLowered),
+            "approval" => ordering_kind(
+                self.approval,
+                to.approval,
+                SafetyKind::ApprovalRaised,
+                SafetyKind::ApprovalLowered,
+            ),
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl Item for Policy {
+    fn key(&self) -> String {
+        self.name.clone()
+    }
+    fn fields(&self) -> Vec<(&'static str, Field)> {
+        vec![
+            ("priority", json(&self.priority)),
+            ("enforcing", json(&self.enforcing)),
+            ("when", json(&self.when)),
+            ("effects", json(&self.effects)),
+            ("doc", json(&self.doc)),
+            ("bundle", Field::Provenance(self.bundle.clone())),
+        ]
+    }
+    fn summary(&self) -> String {
+        let mode = if self.enforcing { "enforcing" } else { "advisory" };
+        format!("{mode}, priority {}", self.priority)
+    }
+    fn added_safety(&self) -> Option<SafetyKind> {
+        Some(SafetyKind::PolicyAdded)
+    }
+    fn removed_safety(&self) -> Option<SafetyKind> {
+        Some(SafetyKind::PolicyRemoved)
+    }
+    fn field_safety(&self, _to: &Self, field: &str) -> Vec<SafetyKind> {
+        match field {
+            "enforcing" if self.enforcing => vec![SafetyKind::PolicyMadeAdvisory],
+            "enforcing" => vec![SafetyKind::PolicyMadeEnforcing],
+            "when" => vec![SafetyKind::PolicyConditionChanged],
+            "effects" => vec![SafetyKind::PolicyEffectsChanged],
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl Item for Bucket {
+    fn key(&self) -> String {
+        self.name.clone()
+    }
+    fn fields(&self) -> Vec<(&'static str, Field)> {
+        vec![
+            ("share_ppm", json(&self.share_ppm)),
+            ("priority", json(&self.priority)),
+            ("min", json(&self.min)),
+            ("overflow", json(&self.overflow)),
+        ]
+    }
+    fn summary(&self) -> String {
+        format!(
+            "share {}, priority {}, min {}, overflow {}",
+            render::percent(self.share_ppm),
+            self.priority,
+            self.min,
+            render::compact(&json!(self.overflow))
+        )
+    }
+}
+
+impl Item for Intent {
+    fn key(&self) -> String {
+        self.name.clone()
+    }
+    fn fields(&self) -> Vec<(&'static str, Field)> {
+        vec![
+            ("description", json(&self.description)),
+            ("safety", json(&self.safety)),
+            ("tools", json(&self.tools)),
+            ("task", Field::Text(self.task.text.clone())),
+            ("budget", json(&self.budget)),
+            ("fallback", json(&self.fallback)),
+            ("doc", json(&self.doc)),
+        ]
+    }
+    fn summary(&self) -> String {
+        let tools = if self.tools.is_empty() {
+            "no tools".to_owned()
+        } else {
+            format!("tools {}", self.tools.join(", "))
+        };
+        let fallback = if self.fallback { ", fallback" } else { "" };
+        format!("safety {}, {tools}{fallback}", self.safety.as_str())
+    }
+    fn field_safety(&self, to: &Self, field: &str) -> Vec<SafetyKind> {
+        match field {
+            "safety" => ordering_kind(
+                self.safety,
+                to.safety,
+                SafetyKind::IntentSafetyRaised,
+                SafetyKind::IntentSafetyLowered,
+            ),
+            "tools" => {
+                let mut kinds = Vec::new();
+                if to.tools.iter().any(|t| !self.tools.contains(t)) {
+                    kinds.push(SafetyKind::IntentToolGranted);
+                }
+                if self.tools.iter().any(|t| !to.tools.contains(t)) {
+                    kinds.push(SafetyKind::IntentToolRevoked);
+                }
+                kinds
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl Item for ContextField {
+    fn key(&self) -> String {
+        self.path.clone()
+    }
+    fn fields(&self) -> Vec<(&'static str, Field)> {
+        vec![
+            ("type", json(&self.ty)),
+            ("optional", json(&self.optional)),
+            ("doc", json(&self.doc)),
+            ("provenance", Field::Provenance(self.provenance.clone())),
+        ]
+    }
+    fn summary(&self) -> String {
+        let optional = if self.optional { "optional " } else { "" };
+        format!("{optional}{}", type_name(&self.ty))
+    }
+}
+
+impl Item for Redactor {
+    fn key(&self) -> String {
+        self.name.clone()
+    }
+    fn fields(&self) -> Vec<(&'static str, Field)> {
+        vec![
+            ("pattern", json(&self.pattern)),
+            ("doc", json(&self.doc)),
+            ("provenance", Field::Provenance(self.provenance.clone())),
+        ]
+    }
+    fn summary(&self) -> String {
+        format!("pattern {}", render::compact(&json!(self.pattern)))
+    }
+    fn added_safety(&self) -> Option<SafetyKind> {
+        Some(SafetyKind::RedactorAdded)
+    }
+    fn removed_safety(&self) -> Option<SafetyKind> {
+        Some(SafetyKind::RedactorRemoved)
+    }
+    fn field_safety(&self, _to: &Self, field: &str) -> Vec<SafetyKind> {
+        match field {
+            "pattern" => vec![SafetyKind::RedactorPatternChanged],
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl Item for Block {
+    fn key(&self) -> String {
+        self.name.clone()
+    }
+    fn fields(&self) -> Vec<(&'static str, Field)> {
+        vec![
+            ("bucket", json(&self.bucket)),
+            ("priority", json(&self.priority)),
+            ("text", Field::Text(self.text.text.clone())),
+            ("doc", json(&self.doc)),
+            ("provenance", Field::Provenance(self.provenance.clone())),
+        ]
+    }
+    fn summary(&self) -> String {
+        format!("bucket {}, priority {}", self.bucket, self.priority)
+    }
+}
+
+impl Item for Prohibition {
+    fn key(&self) -> String {
+        self.tool.clone()
+    }
+    fn fields(&self) -> Vec<(&'static str, Field)> {
+        vec![("provenance", Field::Provenance(self.provenance.clone()))]
+    }
+    fn summary(&self) -> String {
+        format!("tool {}", self.tool)
+    }
+    fn added_safety(&self) -> Option<SafetyKind> {
+        Some(SafetyKind::ProhibitionAdded)
+    }
+    fn removed_safety(&self) -> Option<SafetyKind> {
+        Some(SafetyKind::ProhibitionRemoved)
+    }
+}
+
+impl Item for Dependency {
+    fn key(&self) -> String {
+        self.name.clone()
+    }
+    fn fields(&self) -> Vec<(&'static str, Field)> {
+        vec![("version", json(&self.version)), ("hash", json(&self.hash))]
+    }
+    fn summary(&self) -> String {
+        format!("{} ({})", self.version, self.hash)
+    }
+}
+
+/// A context type as written in a pack: `string`, `list<int>`, `enum(a | b)`.
+fn type_name(ty: &Type) -> String {
+    match ty {
+        Type::String => "string".into(),
+        Type::Int => "int".into(),
+        Type::Float => "float".into(),
+        Type::Bool => "bool".into(),
+        Type::Timestamp => "timestamp".into(),
+        Type::List { items } => format!("list<{}>", type_name(items)),
+        Type::Enum { variants } => format!("enum({})", variants.join(" | ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_delta() {
+        let (gained, lost) = string_set_delta(&json!(["a", "b"]), &json!(["b", "c"]));
+        assert_eq!((gained, lost), (vec!["c"], vec!["a"]));
+    }
+}

@@ -1,0 +1,405 @@
+//! The pack registry: a directory of published artifacts.
+//!
+//! ```text
+//! <registry>/<scope>/<name>/<version>.json   the sealed artifact, canonical bytes
+//! <registry>/<scope>/<name>/index.json       {"name", "versions": [{"version", "hash"}]}, by semver
+//! <registry>/<scope>/<name>/.lock            held by a publisher while it writes
+//! ```
+//!
+//! Writes are atomic (temporary file, fsync, rename, fsync of the directory), so a
+//! reader never takes a lock and never sees a torn file. Publishers of one pack
+//! serialize on its `.lock` and wait for it rather than fail. Under the lock the index
+//! is rebuilt from the version files on disk, so no concurrent publish is lost and an
+//! index left behind by a crash heals on the next publish of that pack.
+//!
+//! Versions are immutable: publishing the same artifact again is a no-op, publishing a
+//! different one under an existing version is refused. Every artifact is verified
+//! before it is stored and again when it is loaded.
+
+mod fs;
+mod pack_ref;
+
+use std::path::{Path, PathBuf};
+
+use semver::Version;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use pack_ref::{PackName, PackRef};
+
+use crate::artifact::{canonical_bytes, verify_bytes, verify_value, Artifact, ArtifactError};
+
+/// The environment variable naming the registry directory.
+pub const REGISTRY_ENV: &str = "CTXPACK_REGISTRY";
+
+/// The registry directory when neither `--registry` nor [`REGISTRY_ENV`] is given,
+/// relative to the current directory.
+pub const DEFAULT_REGISTRY: &str = ".ctxpack/registry";
+
+const INDEX_FILE: &str = "index.json";
+const LOCK_FILE: &str = ".lock";
+
+/// Why a registry operation failed. [`RegistryError::exit_code`] maps each to the
+/// runtime spec's exit codes.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("unpinned pack reference `{0}`: name an exact version, such as `{0}@1.0.0`")]
+    Unpinned(String),
+    #[error("malformed pack reference `{input}`: {reason}")]
+    MalformedRef { input: String, reason: String },
+    #[error("artifact refused: {0}")]
+    Artifact(#[from] ArtifactError),
+    #[error("artifact cannot be published: {0}")]
+    Unpublishable(String),
+    #[error(
+        "`{pack}` is already published with hash `{existing}`; refusing to replace it with a \
+         different artifact (hash `{new}`): published versions are immutable, bump the version"
+    )]
+    VersionConflict { pack: PackRef, existing: String, new: String },
+    #[error("`{what}` is not in the registry at `{}`", registry.display())]
+    NotFound { what: String, registry: PathBuf },
+    #[error("registry file `{}` is corrupt: {reason}", path.display())]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("cannot {action} `{}`: {source}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl RegistryError {
+    /// The process exit code: 3 for what could not be read or written (a missing pack
+    /// or version, an I/O failure), 4 for what is invalid (a malformed or unpinned
+    /// reference, a tampered or corrupt artifact, a conflicting version). An artifact
+    /// that is not JSON keeps its own code, 3.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            RegistryError::Artifact(e) => e.exit_code(),
+            RegistryError::NotFound { .. } | RegistryError::Io { .. } => 3,
+            RegistryError::Unpinned(_)
+            | RegistryError::MalformedRef { .. }
+            | RegistryError::Unpublishable(_)
+            | RegistryError::VersionConflict { .. }
+            | RegistryError::Corrupt { .. } => 4,
+        }
+    }
+}
+
+/// Whether a publish stored a new version or found the identical artifact already
+/// there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PublishOutcome {
+    Published,
+    AlreadyPublished,
+}
+
+/// The result of a successful publish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Publication {
+    pub outcome: PublishOutcome,
+    pub pack: PackRef,
+    pub hash: String,
+    /// Where the artifact is stored.
+    pub path: PathBuf,
+}
+
+/// `index.json`: one pack's versions, sorted by semver. Written as canonical JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Index {
+    pub name: String,
+    pub versions: Vec<IndexEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IndexEntry {
+    pub version: String,
+    pub hash: String,
+}
+
+/// A registry directory. Opening one touches nothing; `publish` creates directories as
+/// it needs them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registry {
+    root: PathBuf,
+}
+
+impl Registry {
+    pub fn open(root: impl Into<PathBuf>) -> Registry {
+        Registry { root: root.into() }
+    }
+
+    /// The registry a command should use: `--registry DIR` if given, else
+    /// `CTXPACK_REGISTRY` if set and not empty, else `.ctxpack/registry` relative to
+    /// the current directory.
+    pub fn from_env_or(dir_flag: Option<&Path>) -> Registry {
+        Registry::open(resolve_root(dir_flag, std::env::var_os(REGISTRY_ENV)))
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The directory holding one pack's versions.
+    pub fn pack_dir(&self, name: &PackName) -> PathBuf {
+        self.root.join(name.scope()).join(name.name())
+    }
+
+    /// Where `pack` is (or would be) stored.
+    pub fn path_of(&self, pack: &PackRef) -> PathBuf {
+        self.pack_dir(&pack.name).join(version_file(&pack.version))
+    }
+
+    /// Publishes an artifact built in memory (by `build`, or a test). An unsealed
+    /// artifact (`hash: None`) is sealed here; a sealed one must carry the hash of its
+    /// content, or it is refused as tampered.
+    pub fn publish(&self, artifact: &Artifact) -> Result<Publication, RegistryError> {
+        let (value, hash) = artifact.seal();
+        if let Some(recorded) = &artifact.hash {
+            if *recorded != hash {
+                return Err(ArtifactError::HashMismatch {
+                    recorded: recorded.clone(),
+                    computed: hash,
+                }
+                .into());
+            }
+        }
+        self.publish_value(value)
+    }
+
+    /// Publishes an artifact file's bytes (canonical or pretty-printed). They are
+    /// verified first; what is stored is their canonical form, whose hash is the one
+    /// recorded.
+    pub fn publish_bytes(&self, bytes: &[u8]) -> Result<Publication, RegistryError> {
+        let value: Value = serde_json::from_slice(bytes).map_err(|e| ArtifactError::Json(e.to_string()))?;
+        self.publish_value(value)
+    }
+
+    fn publish_value(&self, value: Value) -> Result<Publication, RegistryError> {
+        let bytes = canonical_bytes(&value);
+        let artifact = verify_value(value)?;
+        // `verify_value` only succeeds with the hash filled in.
+        let hash = artifact.hash.clone().unwrap_or_default();
+        let pack = pack_ref_of(&artifact)?;
+        let dir = self.pack_dir(&pack.name);
+        std::fs::create_dir_all(&dir).map_err(io_err("create", &dir))?;
+
+        let lock_path = dir.join(LOCK_FILE);
+        let _lock = fs::Lock::acquire(&lock_path).map_err(io_err("lock", &lock_path))?;
+
+        let file_name = version_file(&pack.version);
+        let path = dir.join(&file_name);
+        let outcome = match read_optional(&path)? {
+            Some(existing) => {
+                let existing = verify_stored(&path, &existing)?;
+                if existing != hash {
+                    return Err(RegistryError::VersionConflict {
+                        pack,
+                        existing,
+                        new: hash,
+                    });
+                }
+                PublishOutcome::AlreadyPublished
+            }
+            None => {
+                fs::write_atomic(&dir, &file_name, &bytes).map_err(io_err("write", &path))?;
+                PublishOutcome::Published
+            }
+        };
+        // Rewritten even when the version was already there, so that an index a crash
+        // left behind is repaired by publishing again.
+        self.write_index(&pack.name, &dir)?;
+        Ok(Publication {
+            outcome,
+            pack,
+            hash,
+            path,
+        })
+    }
+
+    /// Rebuilds `index.json` from the version files in `dir`. Called with the pack's
+    /// lock held.
+    fn write_index(&self, name: &PackName, dir: &Path) -> Result<(), RegistryError> {
+        let mut versions = Vec::new();
+        let entries = std::fs::read_dir(dir).map_err(io_err("list", dir))?;
+        for entry in entries {
+            let entry = entry.map_err(io_err("list", dir))?;
+            let file_name = entry.file_name();
+            let Some(version) = file_name.to_str().and_then(|f| f.strip_suffix(".json")) else {
+                continue;
+            };
+            // Skips `index.json` and anything else that is not a version file.
+            let Ok(version) = Version::parse(version) else {
+                continue;
+            };
+            let path = entry.path();
+            let bytes = std::fs::read(&path).map_err(io_err("read", &path))?;
+            versions.push((version, verify_stored(&path, &bytes)?));
+        }
+        versions.sort();
+        let index = Index {
+            name: name.to_string(),
+            versions: versions
+                .into_iter()
+                .map(|(version, hash)| IndexEntry {
+                    version: version.to_string(),
+                    hash,
+                })
+                .collect(),
+        };
+        let value = serde_json::to_value(&index).map_err(|e| RegistryError::Unpublishable(e.to_string()))?;
+        let bytes = canonical_bytes(&value);
+        let index_path = dir.join(INDEX_FILE);
+        if read_optional(&index_path)?.as_deref() == Some(bytes.as_slice()) {
+            return Ok(());
+        }
+        fs::write_atomic(dir, INDEX_FILE, &bytes).map_err(io_err("write", &index_path))
+    }
+
+    /// Loads and verifies a published artifact. A file whose content does not match its
+    /// hash, or whose hash is not the one the index records, or which names another
+    /// pack, is refused as corrupt.
+    pub fn load(&self, pack: &PackRef) -> Result<Artifact, RegistryError> {
+        let path = self.path_of(pack);
+        let Some(bytes) = read_optional(&path)? else {
+            return Err(self.not_found(pack.to_string()));
+        };
+        let artifact = verify_bytes(&bytes).map_err(|e| corrupt(&path, e.to_string()))?;
+        let hash = artifact.hash.as_deref().unwrap_or_default();
+        if artifact.name != pack.name.to_string() || artifact.version != pack.version.to_string() {
+            return Err(corrupt(
+                &path,
+                format!("it holds `{}@{}`, not `{pack}`", artifact.name, artifact.version),
+            ));
+        }
+        // A version file replaced by another valid artifact verifies on its own; the
+        // index, written at publish time, is the second witness.
+        if let Some(index) = self.read_index(&pack.name)? {
+            let version = pack.version.to_string();
+            if let Some(entry) = index.versions.iter().find(|e| e.version == version) {
+                if entry.hash != hash {
+                    return Err(corrupt(
+                        &path,
+                        format!("its hash `{hash}` is not the `{}` recorded in the index", entry.hash),
+                    ));
+                }
+            }
+        }
+        Ok(artifact)
+    }
+
+    /// The published versions of a pack with their hashes, sorted by semver.
+    pub fn versions(&self, name: &PackName) -> Result<Vec<(Version, String)>, RegistryError> {
+        let index = self.read_index(name)?.ok_or_else(|| self.not_found(name.to_string()))?;
+        let path = self.pack_dir(name).join(INDEX_FILE);
+        let mut versions = Vec::with_capacity(index.versions.len());
+        for entry in index.versions {
+            let version = Version::parse(&entry.version)
+                .map_err(|e| corrupt(&path, format!("bad version `{}`: {e}", entry.version)))?;
+            versions.push((version, entry.hash));
+        }
+        Ok(versions)
+    }
+
+    /// A pack's index, or `None` when the pack has never been published.
+    pub fn read_index(&self, name: &PackName) -> Result<Option<Index>, RegistryError> {
+        let path = self.pack_dir(name).join(INDEX_FILE);
+        let Some(bytes) = read_optional(&path)? else {
+            return Ok(None);
+        };
+        let index: Index = serde_json::from_slice(&bytes).map_err(|e| corrupt(&path, e.to_string()))?;
+        if index.name != name.to_string() {
+            return Err(corrupt(&path, format!("it indexes `{}`, not `{name}`", index.name)));
+        }
+        Ok(Some(index))
+    }
+
+    fn not_found(&self, what: String) -> RegistryError {
+        RegistryError::NotFound {
+            what,
+            registry: self.root.clone(),
+        }
+    }
+}
+
+/// The registry root from the `--registry` flag and the value of `CTXPACK_REGISTRY`;
+/// separate from [`Registry::from_env_or`] so that it can be tested without touching
+/// the process environment.
+pub fn resolve_root(dir_flag: Option<&Path>, env: Option<std::ffi::OsString>) -> PathBuf {
+    match (dir_flag, env) {
+        (Some(dir), _) => dir.to_path_buf(),
+        (None, Some(env)) if !env.is_empty() => PathBuf::from(env),
+        _ => PathBuf::from(DEFAULT_REGISTRY),
+    }
+}
+
+/// The pinned reference an artifact is published under, from its own name and version.
+fn pack_ref_of(artifact: &Artifact) -> Result<PackRef, RegistryError> {
+    let name = PackName::parse(&artifact.name)
+        .map_err(|_| RegistryError::Unpublishable(format!("malformed pack name `{}`", artifact.name)))?;
+    let version = Version::parse(&artifact.version)
+        .map_err(|e| RegistryError::Unpublishable(format!("malformed version `{}`: {e}", artifact.version)))?;
+    // The file name is the version's canonical spelling; an artifact spelling it
+    // differently could never be found again under the name it claims.
+    if version.to_string() != artifact.version {
+        return Err(RegistryError::Unpublishable(format!(
+            "version `{}` is not in canonical form `{version}`",
+            artifact.version
+        )));
+    }
+    Ok(PackRef { name, version })
+}
+
+fn version_file(version: &Version) -> String {
+    format!("{version}.json")
+}
+
+/// Verifies a stored artifact and returns its hash.
+fn verify_stored(path: &Path, bytes: &[u8]) -> Result<String, RegistryError> {
+    let artifact = verify_bytes(bytes).map_err(|e| corrupt(path, e.to_string()))?;
+    Ok(artifact.hash.unwrap_or_default())
+}
+
+/// The file's bytes, or `None` if it does not exist.
+fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, RegistryError> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err("read", path)(e)),
+    }
+}
+
+fn io_err(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> RegistryError {
+    let path = path.to_path_buf();
+    move |source| RegistryError::Io { action, path, source }
+}
+
+fn corrupt(path: &Path, reason: String) -> RegistryError {
+    RegistryError::Corrupt {
+        path: path.to_path_buf(),
+        reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_root_resolution() {
+        let flag = Path::new("flag/dir");
+        assert_eq!(resolve_root(Some(flag), Some("env/dir".into())), PathBuf::from("flag/dir"));
+        assert_eq!(resolve_root(None, Some("env/dir".into())), PathBuf::from("env/dir"));
+        assert_eq!(resolve_root(None, Some("".into())), PathBuf::from(DEFAULT_REGISTRY));
+        assert_eq!(resolve_root(None, None), PathBuf::from(DEFAULT_REGISTRY));
+    }
+
+    #[test]
+    fn layout() {
+        let registry = Registry::open("/r");
+        let pack = PackRef::parse("acme/support@1.2.0").unwrap();
+        assert_eq!(registry.path_of(&pack), PathBuf::from("/r/acme/support/1.2.0.json"));
+    }
+}
