@@ -10,11 +10,13 @@
 //!
 //! The runtime compiler sees only artifacts, never the AST or the IR.
 pub mod artifact;
+pub mod build;
 pub mod check;
 pub mod codes;
 pub mod commands;
 pub mod diagnostic;
 pub mod ir;
+pub mod lower;
 pub mod span;
 pub mod syntax;
 pub mod tokens;

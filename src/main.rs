@@ -2,7 +2,7 @@
 //! work lives in the library (`ctxpack::commands`).
 
 use clap::{Parser, Subcommand};
-use ctxpack::commands::{self, check::CheckArgs, exit};
+use ctxpack::commands::{self, build::BuildArgs, check::CheckArgs, exit, verify::VerifyArgs};
 
 /// ctxpack — review, version and reproduce the context of LLM agents like code.
 ///
@@ -24,6 +24,14 @@ enum Command {
     /// 2 usage error, 3 a path could not be read.
     #[command(after_help = "Examples:\n  ctxpack check packs/\n  ctxpack check --format json support.ctxpack\n  ctxpack check --deny-warnings --format github packs/")]
     Check(CheckArgs),
+    /// Check a pack and lower it to its pinned, hashed artifact.
+    ///
+    /// Exit codes: 0 built, 1 the pack has errors, 3 unreadable input.
+    Build(BuildArgs),
+    /// Recompute an artifact's hash and refuse a mismatch or an unknown format.
+    ///
+    /// Exit codes: 0 verified, 3 unreadable or not JSON, 4 hash mismatch or unknown format.
+    Verify(VerifyArgs),
     /// Explain a diagnostic code: what it means, why it matters, an example and the fix.
     ///
     /// Without a code, lists every code.
@@ -44,6 +52,8 @@ fn main() {
     };
     let code = match &cli.command {
         Command::Check(args) => commands::check::run(args),
+        Command::Build(args) => commands::build::run(args),
+        Command::Verify(args) => commands::verify::run(args),
         Command::Explain { code } => commands::explain::run(code.as_deref()),
     };
     std::process::exit(code);

@@ -1,9 +1,11 @@
 //! The CLI's subcommands, as library functions returning an exit code. `main.rs`
 //! only parses arguments and dispatches here.
 
+pub mod build;
 pub mod check;
 pub mod explain;
 pub mod files;
+pub mod verify;
 
 /// Exit codes shared by every subcommand (see the runtime spec).
 pub mod exit {
