@@ -42,6 +42,9 @@ pub fn resolve(pack: &Pack, kind: SymbolKind, name: &NameRef, diags: &mut Vec<Di
     if pack.declares(kind, &name.name) {
         return true;
     }
+    if pack.unresolved_imports {
+        return false;
+    }
     let mut d = Diagnostic::new("E0102", name.span, format!("unknown {} `{}`", kind.as_str(), name.name))
         .with_label(format!("no {} of this name", kind.as_str()));
     match nearest(&name.name, pack.names(kind)) {

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::exit;
-use crate::build::{build_file, BuildError};
+use crate::build::{build_file, BuildError, BuildOptions};
 use crate::diagnostic;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -16,11 +16,27 @@ pub struct BuildArgs {
     /// Indent the JSON for people. The hash is always over the canonical bytes.
     #[arg(long)]
     pub pretty: bool,
+    /// Registry to resolve imports from [default: $CTXPACK_REGISTRY or .ctxpack/registry].
+    #[arg(long, value_name = "DIR")]
+    pub registry: Option<PathBuf>,
+    /// Refuse to create or change `ctxpack.lock` (for CI).
+    #[arg(long)]
+    pub locked: bool,
 }
 
 pub fn run(args: &BuildArgs) -> i32 {
-    let built = match build_file(&args.pack) {
+    let options = BuildOptions {
+        registry: args.registry.clone(),
+        locked: args.locked,
+        write_lock: true,
+    };
+    let built = match build_file(&args.pack, &options) {
         Ok(b) => b,
+        Err(BuildError::LockWouldChange(m)) => {
+            eprintln!("error: {m}");
+            eprintln!("help: run `ctxpack build` without `--locked` to update the lockfile, and commit it");
+            return exit::FAILED;
+        }
         Err(BuildError::Unreadable(m)) => {
             eprintln!("error: {m}");
             return exit::UNREADABLE;

@@ -8,20 +8,45 @@ use serde_json::{json, Map, Value};
 
 use super::expr::Checker;
 use super::*;
+use crate::artifact::{Artifact, Effect};
 use crate::diagnostic::Diagnostic;
+use crate::imports::ImportedPack;
 use crate::syntax::ast::{self, BrokenKind, EffectKind, ItemKind, Role};
 
-/// Builds the IR of one parsed file. Diagnostics come back unsorted.
-pub fn build(file: &ast::File) -> (Pack, Vec<Diagnostic>) {
+/// Builds the IR of one parsed file with its resolved imports merged in.
+/// Diagnostics come back unsorted.
+pub fn build(file: &ast::File, imports: &[ImportedPack], unresolved_imports: bool) -> (Pack, Vec<Diagnostic>) {
     let mut b = Builder {
-        pack: Pack::default(),
+        pack: Pack {
+            unresolved_imports,
+            ..Pack::default()
+        },
         diags: Vec::new(),
         first: HashMap::new(),
     };
     b.header(file);
     b.declare(file);
+    for import in imports {
+        b.merge(import);
+    }
     b.bodies(file);
     (b.pack, b.diags)
+}
+
+/// The imports a file declares, for resolution before [`build`].
+pub fn import_decls(file: &ast::File) -> Vec<ImportDecl> {
+    file.items
+        .iter()
+        .filter_map(|item| match &item.kind {
+            ItemKind::Import(i) => Some(ImportDecl {
+                name: i.name.value.clone(),
+                version: i.version.as_ref().map(|v| v.value.clone()),
+                keyword: item.keyword,
+                name_span: i.name.span,
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 struct Builder {
@@ -145,6 +170,147 @@ impl Builder {
             }
         }
         self.field_conflicts();
+    }
+
+    /// Merges an imported artifact's shareable items: context fields, tools,
+    /// prohibitions, redactors, policies and blocks (never its prompts, description,
+    /// budget or intents). An item already brought in from the same pack (a diamond
+    /// import) is merged once; any other clash of names is E0704.
+    fn merge(&mut self, import: &ImportedPack) {
+        let a: &Artifact = &import.artifact;
+        let at = import.span;
+        let here = format!("{}@{}", a.name, a.version);
+        let nref = |n: &String| NameRef {
+            name: n.clone(),
+            span: at,
+        };
+        for f in &a.context {
+            if self.import_clash(SymbolKind::Field, &f.path, &f.provenance, at, &here) {
+                continue;
+            }
+            self.pack.field_index.insert(f.path.clone(), self.pack.fields.len());
+            self.pack.fields.push(Field {
+                path: f.path.clone(),
+                ty: Ty::from_artifact(&f.ty),
+                optional: f.optional,
+                span: at,
+                doc: f.doc.clone(),
+            });
+        }
+        for t in &a.tools {
+            if self.import_clash(SymbolKind::Tool, &t.name, &t.provenance, at, &here) {
+                continue;
+            }
+            self.pack.tools.push(ToolIr {
+                name: t.name.clone(),
+                name_span: at,
+                description: Some(t.description.clone()).filter(|d| !d.is_empty()),
+                kind: Some(t.kind.clone()),
+                risk: Some((t.risk, at)),
+                approval: Some((t.approval, at)),
+                input: t.input.clone(),
+                doc: t.doc.clone(),
+            });
+        }
+        for p in &a.prohibitions {
+            if !self.pack.prohibitions.iter().any(|q| q.name == p.tool) {
+                self.pack.prohibitions.push(nref(&p.tool));
+                self.pack.prohibition_origins.insert(p.tool.clone(), p.provenance.clone());
+            }
+        }
+        for r in &a.redactors {
+            if self.import_clash(SymbolKind::Redactor, &r.name, &r.provenance, at, &here) {
+                continue;
+            }
+            self.pack.redactors.push(RedactorIr {
+                name: r.name.clone(),
+                name_span: at,
+                pattern: r.pattern.clone(),
+                pattern_span: at,
+                doc: r.doc.clone(),
+            });
+        }
+        for p in &a.policies {
+            if self.import_clash(SymbolKind::Policy, &p.name, &p.bundle, at, &here) {
+                continue;
+            }
+            let effects = p
+                .effects
+                .iter()
+                .map(|e| match e {
+                    Effect::Refuse(s) => EffectIr::Refuse(s.clone()),
+                    Effect::Escalate(s) => EffectIr::Escalate(s.clone()),
+                    Effect::RequireApproval(n) => EffectIr::RequireApproval(n.iter().map(nref).collect()),
+                    Effect::Deny(n) => EffectIr::Deny(n.iter().map(nref).collect()),
+                    Effect::Redact(n) => EffectIr::Redact(n.iter().map(nref).collect()),
+                    Effect::Instruct(t) => EffectIr::Instruct(TemplateIr {
+                        text: t.text.clone(),
+                        parts: t.parts.clone(),
+                        span: at,
+                    }),
+                })
+                .collect();
+            self.pack.policies.push(PolicyIr {
+                name: p.name.clone(),
+                name_span: at,
+                priority: p.priority,
+                advisory: !p.enforcing,
+                when: p.when.clone(),
+                when_span: at,
+                effects,
+                doc: p.doc.clone(),
+            });
+        }
+        for bl in &a.blocks {
+            if self.import_clash(SymbolKind::Block, &bl.name, &bl.provenance, at, &here) {
+                continue;
+            }
+            self.pack.blocks.push(BlockIr {
+                name: bl.name.clone(),
+                name_span: at,
+                bucket: nref(&bl.bucket),
+                priority: bl.priority,
+                text: TemplateIr {
+                    text: bl.text.text.clone(),
+                    parts: bl.text.parts.clone(),
+                    span: at,
+                },
+                doc: bl.doc.clone(),
+            });
+        }
+    }
+
+    /// Declares an imported item, or reports why it cannot be: returns true when the
+    /// item must be skipped (a clash, or the same item already merged).
+    fn import_clash(&mut self, kind: SymbolKind, name: &str, provenance: &str, at: Span, via: &str) -> bool {
+        let key = (kind, name.to_owned());
+        if let Some(first) = self.first.get(&key).copied() {
+            match self.pack.origins.get(&key) {
+                Some(existing) if existing == provenance => return true,
+                existing => {
+                    let other = existing.map_or_else(|| "this pack".to_owned(), |e| format!("`{e}`"));
+                    self.diags.push(
+                        Diagnostic::new(
+                            "E0704",
+                            at,
+                            format!("{} `{name}` imported from `{via}` conflicts with the one from {other}", kind.as_str()),
+                        )
+                        .with_label(format!("brings in {} `{name}`", kind.as_str()))
+                        .with_secondary(first, "already defined here")
+                        .with_help("rename one of them in its own pack, or import only one of the packs"),
+                    );
+                    return true;
+                }
+            }
+        }
+        self.first.insert(key.clone(), at);
+        self.pack.origins.insert(key, provenance.to_owned());
+        self.pack.definitions.push(Definition {
+            kind,
+            name: name.to_owned(),
+            span: at,
+        });
+        false
     }
 
     fn def(&mut self, kind: SymbolKind, ident: &ast::Ident) {

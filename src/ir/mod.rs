@@ -11,11 +11,11 @@ pub mod expr;
 pub mod scope;
 pub mod types;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
-pub use build::build;
+pub use build::{build, import_decls, valid_pack_name};
 pub use types::Ty;
 
 use crate::artifact::{Approval, Overflow, Risk, SafetyMode, Tokenizer};
@@ -87,6 +87,13 @@ pub struct Pack {
     pub broken: Vec<Definition>,
     pub definitions: Vec<Definition>,
     pub references: Vec<Reference>,
+    /// `(kind, name)` → `scope/name@version` for items brought in by imports.
+    pub origins: BTreeMap<(SymbolKind, String), String>,
+    /// Prohibited tool → the imported pack that prohibited it.
+    pub prohibition_origins: BTreeMap<String, String>,
+    /// An import failed to resolve; unknown names may come from it, so they are not
+    /// reported.
+    pub unresolved_imports: bool,
     pub(crate) field_index: HashMap<String, usize>,
 }
 

@@ -36,6 +36,18 @@ impl Ty {
         }
     }
 
+    pub fn from_artifact(ty: &Type) -> Ty {
+        match ty {
+            Type::String => Ty::String,
+            Type::Int => Ty::Int,
+            Type::Float => Ty::Float,
+            Type::Bool => Ty::Bool,
+            Type::Timestamp => Ty::Timestamp,
+            Type::List { items } => Ty::List(Box::new(Ty::from_artifact(items))),
+            Type::Enum { variants } => Ty::Enum(variants.clone()),
+        }
+    }
+
     pub fn is_number(&self) -> bool {
         matches!(self, Ty::Int | Ty::Float)
     }

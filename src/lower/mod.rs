@@ -4,8 +4,6 @@
 //! a documented order so that the same source always gives the same bytes, wherever
 //! and whenever it is built. Items brought in by imports keep their provenance.
 
-use std::collections::BTreeMap;
-
 use crate::artifact::*;
 use crate::ir::{self, EffectIr, Pack, TemplateIr};
 
@@ -17,22 +15,11 @@ pub fn compiler() -> Compiler {
     }
 }
 
-/// Where each item of a flattened pack came from. Local items come from the pack
-/// itself; imported ones from the pack that defined them.
-#[derive(Debug, Clone, Default)]
-pub struct Origins {
-    /// `(kind, name)` → `scope/name@version` for imported items.
-    pub imported: BTreeMap<(ir::SymbolKind, String), String>,
-    /// Prohibited tool → the pack that prohibited it.
-    pub prohibitions: BTreeMap<String, String>,
-}
-
 /// Lowers a checked pack. `dependencies` are the resolved imports, transitively.
-pub fn lower(pack: &Pack, origins: &Origins, dependencies: Vec<Dependency>) -> Artifact {
+pub fn lower(pack: &Pack, dependencies: Vec<Dependency>) -> Artifact {
     let own = pack.provenance();
     let origin = |kind: ir::SymbolKind, name: &str| -> String {
-        origins
-            .imported
+        pack.origins
             .get(&(kind, name.to_owned()))
             .cloned()
             .unwrap_or_else(|| own.clone())
@@ -105,7 +92,7 @@ pub fn lower(pack: &Pack, origins: &Origins, dependencies: Vec<Dependency>) -> A
         .iter()
         .map(|p| Prohibition {
             tool: p.name.clone(),
-            provenance: origins.prohibitions.get(&p.name).cloned().unwrap_or_else(|| own.clone()),
+            provenance: pack.prohibition_origins.get(&p.name).cloned().unwrap_or_else(|| own.clone()),
         })
         .collect();
     prohibitions.sort_by(|a, b| (&a.tool, &a.provenance).cmp(&(&b.tool, &b.provenance)));
