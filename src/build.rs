@@ -49,7 +49,12 @@ impl BuildError {
                     .located()
                     .iter()
                     .filter(|d| d.severity == "error")
-                    .map(|d| format!("{}:{}:{}: error[{}]: {}", d.file, d.line, d.column, d.code, d.message))
+                    .map(|d| {
+                        format!(
+                            "{}:{}:{}: error[{}]: {}",
+                            d.file, d.line, d.column, d.code, d.message
+                        )
+                    })
                     .collect();
                 format!("`{}` has errors:\n{}", r.path, errors.join("\n"))
             }
@@ -65,8 +70,10 @@ pub struct Built {
 }
 
 fn read_source(path: &Path) -> Result<String, BuildError> {
-    let bytes = std::fs::read(path).map_err(|e| BuildError::Unreadable(format!("cannot read `{}`: {e}", path.display())))?;
-    String::from_utf8(bytes).map_err(|_| BuildError::Unreadable(format!("`{}` is not valid UTF-8", path.display())))
+    let bytes = std::fs::read(path)
+        .map_err(|e| BuildError::Unreadable(format!("cannot read `{}`: {e}", path.display())))?;
+    String::from_utf8(bytes)
+        .map_err(|_| BuildError::Unreadable(format!("`{}` is not valid UTF-8", path.display())))
 }
 
 /// Checks and lowers the pack at `path`, resolving imports per `options`.
@@ -79,7 +86,11 @@ pub fn build_file(path: &Path, options: &BuildOptions) -> Result<Built, BuildErr
     let deps = &built.artifact.dependencies;
     let current = lock.clone().unwrap_or_default();
     let updated = current.with(deps);
-    let changes = if lock.is_none() { !deps.is_empty() } else { updated != current };
+    let changes = if lock.is_none() {
+        !deps.is_empty()
+    } else {
+        updated != current
+    };
     if changes {
         if options.locked {
             return Err(BuildError::LockWouldChange(format!(
@@ -89,8 +100,9 @@ pub fn build_file(path: &Path, options: &BuildOptions) -> Result<Built, BuildErr
             )));
         }
         if options.write_lock {
-            std::fs::write(&lock_path, updated.to_bytes())
-                .map_err(|e| BuildError::Unreadable(format!("cannot write `{}`: {e}", lock_path.display())))?;
+            std::fs::write(&lock_path, updated.to_bytes()).map_err(|e| {
+                BuildError::Unreadable(format!("cannot write `{}`: {e}", lock_path.display()))
+            })?;
         }
     }
     Ok(built)

@@ -311,7 +311,9 @@ pub fn to_github(reports: &[FileReport]) -> String {
 }
 
 fn escape_data(s: &str) -> String {
-    s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
 }
 
 fn escape_property(s: &str) -> String {
@@ -326,7 +328,9 @@ pub struct Rendered<'a> {
 
 impl fmt::Debug for Rendered<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Rendered").field("diagnostic", self.diagnostic).finish()
+        f.debug_struct("Rendered")
+            .field("diagnostic", self.diagnostic)
+            .finish()
     }
 }
 
@@ -391,7 +395,10 @@ pub fn to_human(report: &FileReport, color: bool) -> String {
             source: &source,
         };
         if handler.render_report(&mut out, &rendered).is_err() {
-            out.push_str(&format!("{}[{}]: {}\n", diagnostic.severity, diagnostic.code, diagnostic.message));
+            out.push_str(&format!(
+                "{}[{}]: {}\n",
+                diagnostic.severity, diagnostic.code, diagnostic.message
+            ));
         }
         out.push('\n');
     }

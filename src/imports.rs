@@ -33,7 +33,9 @@ pub struct NoSource;
 
 impl PackSource for NoSource {
     fn load(&self, _name: &str, _version: &str) -> Result<Artifact, LoadError> {
-        Err(LoadError::NotFound { available: Vec::new() })
+        Err(LoadError::NotFound {
+            available: Vec::new(),
+        })
     }
 }
 
@@ -115,7 +117,12 @@ pub struct Resolution {
 
 /// Resolves `imports` of pack `own_name` from `source`, checking hashes against
 /// `lock` when there is one.
-pub fn resolve(own_name: &str, imports: &[ImportDecl], source: &dyn PackSource, lock: Option<&Lockfile>) -> Resolution {
+pub fn resolve(
+    own_name: &str,
+    imports: &[ImportDecl],
+    source: &dyn PackSource,
+    lock: Option<&Lockfile>,
+) -> Resolution {
     let mut out = Resolution::default();
     let mut deps: BTreeMap<(String, String), Dependency> = BTreeMap::new();
     for decl in imports {
@@ -137,9 +144,13 @@ pub fn resolve(own_name: &str, imports: &[ImportDecl], source: &dyn PackSource, 
                     format!("available versions: {}", available.join(", "))
                 };
                 out.diagnostics.push(
-                    Diagnostic::new("E0702", decl.name_span, format!("import `{}@{version}` not found in the registry", decl.name))
-                        .with_label("not found")
-                        .with_help(help),
+                    Diagnostic::new(
+                        "E0702",
+                        decl.name_span,
+                        format!("import `{}@{version}` not found in the registry", decl.name),
+                    )
+                    .with_label("not found")
+                    .with_help(help),
                 );
                 out.unresolved = true;
                 continue;
@@ -170,7 +181,8 @@ pub fn resolve(own_name: &str, imports: &[ImportDecl], source: &dyn PackSource, 
                 );
             }
         }
-        let chain_hit = artifact.name == own_name || artifact.dependencies.iter().any(|d| d.name == own_name);
+        let chain_hit =
+            artifact.name == own_name || artifact.dependencies.iter().any(|d| d.name == own_name);
         if chain_hit {
             let via: Vec<String> = artifact
                 .dependencies
@@ -186,7 +198,9 @@ pub fn resolve(own_name: &str, imports: &[ImportDecl], source: &dyn PackSource, 
             out.diagnostics.push(
                 Diagnostic::new("E0705", decl.keyword, format!("import cycle: {chain}"))
                     .with_label("this import leads back to the pack itself")
-                    .with_help("move the shared definitions into a `library` pack that both import"),
+                    .with_help(
+                        "move the shared definitions into a `library` pack that both import",
+                    ),
             );
             out.unresolved = true;
             continue;
@@ -232,11 +246,14 @@ impl RegistryDir {
 
 impl PackSource for RegistryDir {
     fn load(&self, name: &str, version: &str) -> Result<Artifact, LoadError> {
-        let dir = name.split('/').fold(self.root.clone(), |p, part| p.join(part));
+        let dir = name
+            .split('/')
+            .fold(self.root.clone(), |p, part| p.join(part));
         let path = dir.join(format!("{version}.json"));
         match std::fs::read(&path) {
             Ok(bytes) => {
-                let artifact = crate::artifact::verify_bytes(&bytes).map_err(|e| LoadError::Invalid(e.to_string()))?;
+                let artifact = crate::artifact::verify_bytes(&bytes)
+                    .map_err(|e| LoadError::Invalid(e.to_string()))?;
                 if artifact.name != name || artifact.version != version {
                     return Err(LoadError::Invalid(format!(
                         "`{}` holds `{}@{}`",
@@ -254,7 +271,8 @@ impl PackSource for RegistryDir {
                     .filter_map(Result::ok)
                     .filter_map(|e| {
                         let file = e.file_name().to_string_lossy().to_string();
-                        file.strip_suffix(".json").and_then(|v| semver::Version::parse(v).ok())
+                        file.strip_suffix(".json")
+                            .and_then(|v| semver::Version::parse(v).ok())
                     })
                     .collect();
                 available.sort();
@@ -262,7 +280,10 @@ impl PackSource for RegistryDir {
                     available: available.iter().map(ToString::to_string).collect(),
                 })
             }
-            Err(e) => Err(LoadError::Invalid(format!("cannot read `{}`: {e}", path.display()))),
+            Err(e) => Err(LoadError::Invalid(format!(
+                "cannot read `{}`: {e}",
+                path.display()
+            ))),
         }
     }
 }

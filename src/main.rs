@@ -10,7 +10,12 @@ use ctxpack::commands::{self, build::BuildArgs, check::CheckArgs, exit, verify::
 /// with approval modes, policies, redactors, static blocks and a token budget.
 /// `check` validates packs; `explain` documents every diagnostic code.
 #[derive(Debug, Parser)]
-#[command(name = "ctxpack", version, propagate_version = true, arg_required_else_help = true)]
+#[command(
+    name = "ctxpack",
+    version,
+    propagate_version = true,
+    arg_required_else_help = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -22,7 +27,9 @@ enum Command {
     ///
     /// Exit codes: 0 clean, 1 errors found (or warnings with --deny-warnings),
     /// 2 usage error, 3 a path could not be read.
-    #[command(after_help = "Examples:\n  ctxpack check packs/\n  ctxpack check --format json support.ctxpack\n  ctxpack check --deny-warnings --format github packs/")]
+    #[command(
+        after_help = "Examples:\n  ctxpack check packs/\n  ctxpack check --format json support.ctxpack\n  ctxpack check --deny-warnings --format github packs/"
+    )]
     Check(CheckArgs),
     /// Check a pack and lower it to its pinned, hashed artifact.
     ///
@@ -45,7 +52,11 @@ fn main() {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let code = if e.use_stderr() { exit::USAGE } else { exit::OK };
+            let code = if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            };
             let _ = e.print();
             std::process::exit(code);
         }

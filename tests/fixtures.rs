@@ -9,7 +9,9 @@ use ctxpack::check::check_source;
 use ctxpack::diagnostic::{to_human, to_json, FileReport};
 
 fn fixtures(dir: &str) -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(dir);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(dir);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
         .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
         .filter_map(Result::ok)
@@ -25,7 +27,12 @@ fn report(path: &Path) -> FileReport {
     let source = std::fs::read_to_string(path).unwrap();
     let checked = check_source(&source);
     let name = path.file_name().unwrap().to_string_lossy();
-    let dir = path.parent().unwrap().file_name().unwrap().to_string_lossy();
+    let dir = path
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_string_lossy();
     FileReport {
         path: format!("{dir}/{name}"),
         source,
@@ -39,14 +46,23 @@ fn expectations(source: &str) -> Vec<(String, usize)> {
         .filter_map(|l| l.trim().strip_prefix("// expect:"))
         .map(|e| {
             let (code, line) = e.trim().split_once('@').expect("expect: CODE@LINE");
-            (code.trim().to_owned(), line.trim().parse().expect("line number"))
+            (
+                code.trim().to_owned(),
+                line.trim().parse().expect("line number"),
+            )
         })
         .collect()
 }
 
 fn snapshot(path: &Path, report: &FileReport) {
     let stem = path.file_stem().unwrap().to_string_lossy().to_string();
-    let dir = path.parent().unwrap().file_name().unwrap().to_string_lossy().to_string();
+    let dir = path
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
     let human = to_human(report, false);
     let json = serde_json::to_string_pretty(&to_json(std::slice::from_ref(report))).unwrap();
     insta::with_settings!({ snapshot_path => "snapshots/fixtures", prepend_module_to_snapshot => false }, {
@@ -74,8 +90,16 @@ fn err_fixtures_report_exactly_their_expectations() {
     for path in fixtures("err") {
         let r = report(&path);
         let expected = expectations(&r.source);
-        assert!(!expected.is_empty(), "{} has no `// expect:` lines", path.display());
-        let actual: Vec<(String, usize)> = r.located().iter().map(|l| (l.code.to_owned(), l.line)).collect();
+        assert!(
+            !expected.is_empty(),
+            "{} has no `// expect:` lines",
+            path.display()
+        );
+        let actual: Vec<(String, usize)> = r
+            .located()
+            .iter()
+            .map(|l| (l.code.to_owned(), l.line))
+            .collect();
         if actual != expected {
             failures.push(format!(
                 "{}\n  expected {:?}\n  actual   {:?}\n{}",
@@ -87,7 +111,12 @@ fn err_fixtures_report_exactly_their_expectations() {
         }
         snapshot(&path, &r);
     }
-    assert!(failures.is_empty(), "{} fixture(s) differ:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} fixture(s) differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// Every code of the language reference is triggered by at least one fixture
@@ -107,7 +136,10 @@ fn every_language_code_has_a_fixture() {
         .filter(|c| !c.starts_with('R') && !matches!(*c, "E0702" | "E0703" | "E0704" | "E0705"))
         .filter(|c| !seen.contains(*c))
         .collect();
-    assert!(missing.is_empty(), "codes without an err fixture: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "codes without an err fixture: {missing:?}"
+    );
 }
 
 /// Snapshots that no fixture produces any more fail the build, so renamed or deleted
@@ -115,7 +147,9 @@ fn every_language_code_has_a_fixture() {
 #[test]
 fn no_stale_fixture_snapshots() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/fixtures");
-    let Ok(entries) = std::fs::read_dir(&dir) else { return };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return;
+    };
     let mut expected = std::collections::BTreeSet::new();
     for kind in ["ok", "err"] {
         for path in fixtures(kind) {

@@ -40,7 +40,11 @@ pub fn check_source_with(
     lock: Option<&crate::imports::Lockfile>,
 ) -> (Checked, Vec<crate::artifact::Dependency>) {
     let (ast, mut diagnostics) = syntax::parse(text);
-    let own_name = ast.header.as_ref().map(|h| h.name.value.clone()).unwrap_or_default();
+    let own_name = ast
+        .header
+        .as_ref()
+        .map(|h| h.name.value.clone())
+        .unwrap_or_default();
     let resolution = crate::imports::resolve(&own_name, &ir::import_decls(&ast), source, lock);
     diagnostics.extend(resolution.diagnostics);
     let (pack, ir_diags) = ir::build(&ast, &resolution.imported, resolution.unresolved);
@@ -69,7 +73,12 @@ pub fn run_checks(pack: &Pack, diagnostics: &mut Vec<Diagnostic>) {
 /// stable, so diagnostics at the same place keep the order they were found in.
 pub fn sort(diagnostics: &mut Vec<Diagnostic>) {
     diagnostics.sort_by(|a, b| {
-        (a.span.start, a.severity, a.code, a.span.end).cmp(&(b.span.start, b.severity, b.code, b.span.end))
+        (a.span.start, a.severity, a.code, a.span.end).cmp(&(
+            b.span.start,
+            b.severity,
+            b.code,
+            b.span.end,
+        ))
     });
     diagnostics.dedup();
 }

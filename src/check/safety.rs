@@ -19,18 +19,28 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
                 let mut d = Diagnostic::new(
                     "E0403",
                     r.span,
-                    format!("intent `{}` permits `{}`, which the pack prohibits", intent.name, r.name),
+                    format!(
+                        "intent `{}` permits `{}`, which the pack prohibits",
+                        intent.name, r.name
+                    ),
                 )
                 .with_label("prohibited tool")
-                .with_help(format!("remove `{}` from the intent's `tools`, or lift the prohibition", r.name));
+                .with_help(format!(
+                    "remove `{}` from the intent's `tools`, or lift the prohibition",
+                    r.name
+                ));
                 if let Some(p) = first {
                     d = d.with_secondary(p.span, "prohibited here");
                 }
                 diags.push(d);
                 continue;
             }
-            let Some(tool) = pack.tool(&r.name) else { continue };
-            let Some((approval, approval_span)) = tool.approval else { continue };
+            let Some(tool) = pack.tool(&r.name) else {
+                continue;
+            };
+            let Some((approval, approval_span)) = tool.approval else {
+                continue;
+            };
             if approval > ceiling {
                 diags.push(
                     Diagnostic::new(
@@ -44,8 +54,15 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
                             approval.as_str()
                         ),
                     )
-                    .with_label(format!("`{}` honors approval up to `{}`", intent.safety.as_str(), ceiling.as_str()))
-                    .with_secondary(approval_span, format!("`{}` approval declared here", approval.as_str()))
+                    .with_label(format!(
+                        "`{}` honors approval up to `{}`",
+                        intent.safety.as_str(),
+                        ceiling.as_str()
+                    ))
+                    .with_secondary(
+                        approval_span,
+                        format!("`{}` approval declared here", approval.as_str()),
+                    )
                     .with_help(format!(
                         "raise the intent's safety (`safety {}`), or remove `{}` from its `tools`",
                         needed_safety(approval),
@@ -57,7 +74,9 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
     }
 
     for tool in &pack.tools {
-        if let (Some((risk, risk_span)), Some((approval, approval_span))) = (tool.risk, tool.approval) {
+        if let (Some((risk, risk_span)), Some((approval, approval_span))) =
+            (tool.risk, tool.approval)
+        {
             let needed = match risk {
                 crate::artifact::Risk::Critical => Approval::Review,
                 crate::artifact::Risk::High => Approval::Confirm,
@@ -84,31 +103,54 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
                 );
             }
         }
-        if tool.description.as_deref().is_none_or(|d| d.trim().is_empty()) {
+        if tool
+            .description
+            .as_deref()
+            .is_none_or(|d| d.trim().is_empty())
+        {
             diags.push(
-                Diagnostic::new("W0402", tool.name_span, format!("tool `{}` has no description", tool.name))
-                    .with_label("no description")
-                    .with_help("the model chooses tools by their description: add `description \"...\"`"),
+                Diagnostic::new(
+                    "W0402",
+                    tool.name_span,
+                    format!("tool `{}` has no description", tool.name),
+                )
+                .with_label("no description")
+                .with_help(
+                    "the model chooses tools by their description: add `description \"...\"`",
+                ),
             );
         }
         if !pack.library
             && !prohibited.contains(tool.name.as_str())
-            && !pack.intents.iter().any(|i| i.tools.iter().any(|t| t.name == tool.name))
+            && !pack
+                .intents
+                .iter()
+                .any(|i| i.tools.iter().any(|t| t.name == tool.name))
         {
             diags.push(
-                Diagnostic::new("W0401", tool.name_span, format!("tool `{}` is permitted by no intent", tool.name))
-                    .with_label("never surfaced")
-                    .with_help("add it to an intent's `tools`, prohibit it, or remove it"),
+                Diagnostic::new(
+                    "W0401",
+                    tool.name_span,
+                    format!("tool `{}` is permitted by no intent", tool.name),
+                )
+                .with_label("never surfaced")
+                .with_help("add it to an intent's `tools`, prohibit it, or remove it"),
             );
         }
     }
 
     for policy in &pack.policies {
         for effect in &policy.effects {
-            let EffectIr::RequireApproval(tools) = effect else { continue };
+            let EffectIr::RequireApproval(tools) = effect else {
+                continue;
+            };
             for r in tools {
-                let Some(tool) = pack.tool(&r.name) else { continue };
-                let Some((approval, _)) = tool.approval else { continue };
+                let Some(tool) = pack.tool(&r.name) else {
+                    continue;
+                };
+                let Some((approval, _)) = tool.approval else {
+                    continue;
+                };
                 let raised = approval.max(Approval::Confirm);
                 let over: Vec<&str> = pack
                     .intents

@@ -44,12 +44,18 @@ pub fn run(args: &BuildArgs) -> i32 {
         Err(BuildError::Diagnostics(report)) => {
             eprint!("{}", diagnostic::to_human(&report, super::stderr_color()));
             let (errors, _) = diagnostic::tally(std::slice::from_ref(&report));
-            eprintln!("error: `{}` has {errors} error(s); no artifact written", report.path);
+            eprintln!(
+                "error: `{}` has {errors} error(s); no artifact written",
+                report.path
+            );
             return exit::FAILED;
         }
     };
     if !built.report.diagnostics.is_empty() {
-        eprint!("{}", diagnostic::to_human(&built.report, super::stderr_color()));
+        eprint!(
+            "{}",
+            diagnostic::to_human(&built.report, super::stderr_color())
+        );
     }
     let artifact = &built.artifact;
     let output = args.output.clone().unwrap_or_else(|| {

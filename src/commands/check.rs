@@ -37,13 +37,18 @@ pub struct CheckArgs {
 }
 
 /// Checks every file and returns the reports, or an unreadable path.
-pub fn check_paths(paths: &[PathBuf], registry: Option<&std::path::Path>) -> Result<Vec<FileReport>, String> {
+pub fn check_paths(
+    paths: &[PathBuf],
+    registry: Option<&std::path::Path>,
+) -> Result<Vec<FileReport>, String> {
     let files = files::collect(paths, ".ctxpack")?;
     let registry = crate::imports::RegistryDir::locate(registry);
     let mut reports = Vec::with_capacity(files.len());
     for file in files {
-        let bytes = std::fs::read(&file).map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
-        let source = String::from_utf8(bytes).map_err(|_| format!("`{}` is not valid UTF-8", file.display()))?;
+        let bytes =
+            std::fs::read(&file).map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
+        let source = String::from_utf8(bytes)
+            .map_err(|_| format!("`{}` is not valid UTF-8", file.display()))?;
         let lock = crate::imports::Lockfile::read(&crate::imports::Lockfile::path_for(&file))?;
         let (checked, _) = check_source_with(&source, &registry, lock.as_ref());
         reports.push(FileReport {

@@ -15,7 +15,11 @@ use crate::syntax::ast::{self, BrokenKind, EffectKind, ItemKind, Role};
 
 /// Builds the IR of one parsed file with its resolved imports merged in.
 /// Diagnostics come back unsorted.
-pub fn build(file: &ast::File, imports: &[ImportedPack], unresolved_imports: bool) -> (Pack, Vec<Diagnostic>) {
+pub fn build(
+    file: &ast::File,
+    imports: &[ImportedPack],
+    unresolved_imports: bool,
+) -> (Pack, Vec<Diagnostic>) {
     let mut b = Builder {
         pack: Pack {
             unresolved_imports,
@@ -74,9 +78,13 @@ impl Builder {
         }
         if semver::Version::parse(&h.version.value).is_err() {
             self.diags.push(
-                Diagnostic::new("E0104", h.version.span, format!("malformed version `{}`", h.version.value))
-                    .with_label("not a semantic version")
-                    .with_help("write a semantic version such as `1.4.0` or `2.0.0-rc.1`"),
+                Diagnostic::new(
+                    "E0104",
+                    h.version.span,
+                    format!("malformed version `{}`", h.version.value),
+                )
+                .with_label("not a semantic version")
+                .with_help("write a semantic version such as `1.4.0` or `2.0.0-rc.1`"),
             );
         }
     }
@@ -86,10 +94,17 @@ impl Builder {
         let key = (kind, name.to_owned());
         if let Some(first) = self.first.get(&key) {
             self.diags.push(
-                Diagnostic::new("E0101", span, format!("duplicate {} `{name}`", kind.as_str()))
-                    .with_label("defined again here")
-                    .with_secondary(*first, "first defined here")
-                    .with_help(format!("rename one of them or remove the second {}", kind.as_str())),
+                Diagnostic::new(
+                    "E0101",
+                    span,
+                    format!("duplicate {} `{name}`", kind.as_str()),
+                )
+                .with_label("defined again here")
+                .with_secondary(*first, "first defined here")
+                .with_help(format!(
+                    "rename one of them or remove the second {}",
+                    kind.as_str()
+                )),
             );
             return false;
         }
@@ -136,7 +151,9 @@ impl Builder {
                     for f in fields {
                         if self.define(SymbolKind::Field, &f.path.name, f.path.span) {
                             self.def(SymbolKind::Field, &f.path);
-                            self.pack.field_index.insert(f.path.name.clone(), self.pack.fields.len());
+                            self.pack
+                                .field_index
+                                .insert(f.path.name.clone(), self.pack.fields.len());
                             self.pack.fields.push(Field {
                                 path: f.path.name.clone(),
                                 ty: Ty::from_ast(&f.ty.kind),
@@ -158,7 +175,9 @@ impl Builder {
                         BrokenKind::Other => continue,
                     };
                     if let Some(name) = &broken.name {
-                        self.first.entry((kind, name.name.clone())).or_insert(name.span);
+                        self.first
+                            .entry((kind, name.name.clone()))
+                            .or_insert(name.span);
                         self.pack.broken.push(Definition {
                             kind,
                             name: name.name.clone(),
@@ -188,7 +207,9 @@ impl Builder {
             if self.import_clash(SymbolKind::Field, &f.path, &f.provenance, at, &here) {
                 continue;
             }
-            self.pack.field_index.insert(f.path.clone(), self.pack.fields.len());
+            self.pack
+                .field_index
+                .insert(f.path.clone(), self.pack.fields.len());
             self.pack.fields.push(Field {
                 path: f.path.clone(),
                 ty: Ty::from_artifact(&f.ty),
@@ -215,7 +236,9 @@ impl Builder {
         for p in &a.prohibitions {
             if !self.pack.prohibitions.iter().any(|q| q.name == p.tool) {
                 self.pack.prohibitions.push(nref(&p.tool));
-                self.pack.prohibition_origins.insert(p.tool.clone(), p.provenance.clone());
+                self.pack
+                    .prohibition_origins
+                    .insert(p.tool.clone(), p.provenance.clone());
             }
         }
         for r in &a.redactors {
@@ -240,7 +263,9 @@ impl Builder {
                 .map(|e| match e {
                     Effect::Refuse(s) => EffectIr::Refuse(s.clone()),
                     Effect::Escalate(s) => EffectIr::Escalate(s.clone()),
-                    Effect::RequireApproval(n) => EffectIr::RequireApproval(n.iter().map(nref).collect()),
+                    Effect::RequireApproval(n) => {
+                        EffectIr::RequireApproval(n.iter().map(nref).collect())
+                    }
                     Effect::Deny(n) => EffectIr::Deny(n.iter().map(nref).collect()),
                     Effect::Redact(n) => EffectIr::Redact(n.iter().map(nref).collect()),
                     Effect::Instruct(t) => EffectIr::Instruct(TemplateIr {
@@ -282,13 +307,21 @@ impl Builder {
 
     /// Declares an imported item, or reports why it cannot be: returns true when the
     /// item must be skipped (a clash, or the same item already merged).
-    fn import_clash(&mut self, kind: SymbolKind, name: &str, provenance: &str, at: Span, via: &str) -> bool {
+    fn import_clash(
+        &mut self,
+        kind: SymbolKind,
+        name: &str,
+        provenance: &str,
+        at: Span,
+        via: &str,
+    ) -> bool {
         let key = (kind, name.to_owned());
         if let Some(first) = self.first.get(&key).copied() {
             match self.pack.origins.get(&key) {
                 Some(existing) if existing == provenance => return true,
                 existing => {
-                    let other = existing.map_or_else(|| "this pack".to_owned(), |e| format!("`{e}`"));
+                    let other =
+                        existing.map_or_else(|| "this pack".to_owned(), |e| format!("`{e}`"));
                     self.diags.push(
                         Diagnostic::new(
                             "E0704",
@@ -324,7 +357,12 @@ impl Builder {
     /// E0206: a path cannot be both a field and a prefix of another field. Reported
     /// at the later of the two.
     fn field_conflicts(&mut self) {
-        let fields: Vec<(String, Span)> = self.pack.fields.iter().map(|f| (f.path.clone(), f.span)).collect();
+        let fields: Vec<(String, Span)> = self
+            .pack
+            .fields
+            .iter()
+            .map(|f| (f.path.clone(), f.span))
+            .collect();
         let by_path: HashMap<&str, Span> = fields.iter().map(|(p, s)| (p.as_str(), *s)).collect();
         let mut reported: HashSet<(Span, Span)> = HashSet::new();
         for (path, span) in &fields {
@@ -402,17 +440,27 @@ impl Builder {
                     }
                     if !valid_pack_name(&i.name.value) {
                         diags.push(
-                            Diagnostic::new("E0104", i.name.span, format!("malformed pack name `{}`", i.name.value))
-                                .with_label("expected `scope/name`")
-                                .with_help("pack names are `scope/name`, each part `[a-z0-9][a-z0-9-]*`"),
+                            Diagnostic::new(
+                                "E0104",
+                                i.name.span,
+                                format!("malformed pack name `{}`", i.name.value),
+                            )
+                            .with_label("expected `scope/name`")
+                            .with_help(
+                                "pack names are `scope/name`, each part `[a-z0-9][a-z0-9-]*`",
+                            ),
                         );
                     }
                     if let Some(v) = &i.version {
                         if semver::Version::parse(&v.value).is_err() {
                             diags.push(
-                                Diagnostic::new("E0104", v.span, format!("malformed version `{}`", v.value))
-                                    .with_label("not a semantic version")
-                                    .with_help("write an exact semantic version such as `2.1.0`"),
+                                Diagnostic::new(
+                                    "E0104",
+                                    v.span,
+                                    format!("malformed version `{}`", v.value),
+                                )
+                                .with_label("not a semantic version")
+                                .with_help("write an exact semantic version such as `2.1.0`"),
                             );
                         }
                     }
@@ -463,7 +511,9 @@ impl Builder {
                         self.pack.budget = Some(BudgetIr {
                             keyword: item.keyword,
                             total: b.total.map(|t| (t.value, t.span)),
-                            tokenizer: b.tokenizer.map_or(crate::artifact::Tokenizer::O200k, |t| t.value),
+                            tokenizer: b
+                                .tokenizer
+                                .map_or(crate::artifact::Tokenizer::O200k, |t| t.value),
                             buckets: b
                                 .buckets
                                 .iter()
@@ -474,16 +524,24 @@ impl Builder {
                                     share_span: bk.share.map(|s| s.span),
                                     priority: bk.priority.map_or(0, |p| p.value),
                                     min: bk.min.map(|m| (m.value, m.span)),
-                                    overflow: bk.overflow.map_or(crate::artifact::Overflow::Drop, |o| o.value),
+                                    overflow: bk
+                                        .overflow
+                                        .map_or(crate::artifact::Overflow::Drop, |o| o.value),
                                 })
                                 .collect(),
                         });
                         for bk in &b.buckets {
                             if bk.share.is_none() {
                                 diags.push(
-                                    Diagnostic::new("E0103", bk.name.span, format!("bucket `{}` has no `share`", bk.name.name))
-                                        .with_label("missing `share`")
-                                        .with_help("give every bucket a share of the budget, e.g. `share 10%`"),
+                                    Diagnostic::new(
+                                        "E0103",
+                                        bk.name.span,
+                                        format!("bucket `{}` has no `share`", bk.name.name),
+                                    )
+                                    .with_label("missing `share`")
+                                    .with_help(
+                                        "give every bucket a share of the budget, e.g. `share 10%`",
+                                    ),
                                 );
                             }
                         }
@@ -526,9 +584,13 @@ impl Builder {
                         ),
                         None => {
                             diags.push(
-                                Diagnostic::new("E0103", i.name.span, format!("intent `{}` has no `task`", i.name.name))
-                                    .with_label("missing `task`")
-                                    .with_help("every intent states its task: `task \"...\"`"),
+                                Diagnostic::new(
+                                    "E0103",
+                                    i.name.span,
+                                    format!("intent `{}` has no `task`", i.name.name),
+                                )
+                                .with_label("missing `task`")
+                                .with_help("every intent states its task: `task \"...\"`"),
                             );
                             None
                         }
@@ -538,12 +600,18 @@ impl Builder {
                         name_span: i.name.span,
                         fallback: i.fallback.is_some(),
                         description: i.description.as_ref().map(|d| d.value.clone()),
-                        safety: i.safety.map_or(crate::artifact::SafetyMode::Autonomous, |s| s.value),
+                        safety: i
+                            .safety
+                            .map_or(crate::artifact::SafetyMode::Autonomous, |s| s.value),
                         tools: i.tools.iter().map(name_ref).collect(),
                         task,
                         budget: i.budget.as_ref().map(|b| IntentBudgetIr {
                             keyword: b.keyword,
-                            overrides: b.overrides.iter().map(|(n, s)| (name_ref(n), s.value)).collect(),
+                            overrides: b
+                                .overrides
+                                .iter()
+                                .map(|(n, s)| (name_ref(n), s.value))
+                                .collect(),
                         }),
                         doc: item.doc.clone(),
                     });
@@ -567,9 +635,13 @@ impl Builder {
                         effects.push(match &e.kind {
                             EffectKind::Refuse(s) => EffectIr::Refuse(s.value.clone()),
                             EffectKind::Escalate(s) => EffectIr::Escalate(s.value.clone()),
-                            EffectKind::RequireApproval(n) => EffectIr::RequireApproval(n.iter().map(name_ref).collect()),
+                            EffectKind::RequireApproval(n) => {
+                                EffectIr::RequireApproval(n.iter().map(name_ref).collect())
+                            }
                             EffectKind::Deny(n) => EffectIr::Deny(n.iter().map(name_ref).collect()),
-                            EffectKind::Redact(n) => EffectIr::Redact(n.iter().map(name_ref).collect()),
+                            EffectKind::Redact(n) => {
+                                EffectIr::Redact(n.iter().map(name_ref).collect())
+                            }
                             EffectKind::Instruct(s) => EffectIr::Instruct(
                                 Checker {
                                     pack: &self.pack,
@@ -622,15 +694,34 @@ impl Builder {
             let at = self.pack.header_span;
             let pack = self.pack.name.clone();
             if system.is_none() {
-                diags.push(missing(at, &pack, "`prompt system`", "add `prompt system \"\"\"...\"\"\"`"));
+                diags.push(missing(
+                    at,
+                    &pack,
+                    "`prompt system`",
+                    "add `prompt system \"\"\"...\"\"\"`",
+                ));
             }
             if budget_seen.is_none() {
-                diags.push(missing(at, &pack, "`budget`", "add `budget { total 16_000 bucket ... }`"));
+                diags.push(missing(
+                    at,
+                    &pack,
+                    "`budget`",
+                    "add `budget { total 16_000 bucket ... }`",
+                ));
             }
             let has_intent = !self.pack.intents.is_empty()
-                || self.pack.broken.iter().any(|d| d.kind == SymbolKind::Intent);
+                || self
+                    .pack
+                    .broken
+                    .iter()
+                    .any(|d| d.kind == SymbolKind::Intent);
             if !has_intent {
-                diags.push(missing(at, &pack, "intent", "declare at least one `intent NAME { task \"...\" }`"));
+                diags.push(missing(
+                    at,
+                    &pack,
+                    "intent",
+                    "declare at least one `intent NAME { task \"...\" }`",
+                ));
             }
         }
         self.diags.extend(diags);
@@ -644,10 +735,14 @@ impl Builder {
         for decl in t.input.iter().flatten() {
             if let Some(first) = seen.get(decl.name.name.as_str()) {
                 diags.push(
-                    Diagnostic::new("E0101", decl.name.span, format!("duplicate input field `{}`", decl.name.name))
-                        .with_label("defined again here")
-                        .with_secondary(*first, "first defined here")
-                        .with_help("rename or remove one of the fields"),
+                    Diagnostic::new(
+                        "E0101",
+                        decl.name.span,
+                        format!("duplicate input field `{}`", decl.name.name),
+                    )
+                    .with_label("defined again here")
+                    .with_secondary(*first, "first defined here")
+                    .with_help("rename or remove one of the fields"),
                 );
                 continue;
             }
@@ -700,7 +795,9 @@ impl Builder {
 fn missing(at: Span, pack: &str, what: &str, help: &str) -> Diagnostic {
     Diagnostic::new("E0103", at, format!("pack `{pack}` has no {what}"))
         .with_label(format!("missing {what}"))
-        .with_help(format!("{help} (or mark the pack `library` if it only holds shared definitions)"))
+        .with_help(format!(
+            "{help} (or mark the pack `library` if it only holds shared definitions)"
+        ))
 }
 
 fn name_ref(i: &ast::Ident) -> NameRef {
@@ -716,7 +813,8 @@ pub fn valid_pack_name(name: &str) -> bool {
     let ok = |p: Option<&str>| {
         p.is_some_and(|p| {
             let mut b = p.bytes();
-            matches!(b.next(), Some(b'a'..=b'z' | b'0'..=b'9')) && b.all(|c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'-'))
+            matches!(b.next(), Some(b'a'..=b'z' | b'0'..=b'9'))
+                && b.all(|c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'-'))
         })
     };
     ok(parts.next()) && ok(parts.next()) && parts.next().is_none()

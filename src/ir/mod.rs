@@ -234,7 +234,9 @@ impl Pack {
 
     /// Is `name` declared as a `kind` (fully or by a broken item)?
     pub fn declares(&self, kind: SymbolKind, name: &str) -> bool {
-        self.definitions.iter().any(|d| d.kind == kind && d.name == name)
+        self.definitions
+            .iter()
+            .any(|d| d.kind == kind && d.name == name)
             || self.broken.iter().any(|d| d.kind == kind && d.name == name)
     }
 

@@ -32,7 +32,9 @@ impl Ty {
             TypeKind::Bool => Ty::Bool,
             TypeKind::Timestamp => Ty::Timestamp,
             TypeKind::List(item) => Ty::List(Box::new(Ty::from_ast(item))),
-            TypeKind::Enum(variants) => Ty::Enum(variants.iter().map(|v| v.value.clone()).collect()),
+            TypeKind::Enum(variants) => {
+                Ty::Enum(variants.iter().map(|v| v.value.clone()).collect())
+            }
         }
     }
 

@@ -92,7 +92,11 @@ pub fn lower(pack: &Pack, dependencies: Vec<Dependency>) -> Artifact {
         .iter()
         .map(|p| Prohibition {
             tool: p.name.clone(),
-            provenance: pack.prohibition_origins.get(&p.name).cloned().unwrap_or_else(|| own.clone()),
+            provenance: pack
+                .prohibition_origins
+                .get(&p.name)
+                .cloned()
+                .unwrap_or_else(|| own.clone()),
         })
         .collect();
     prohibitions.sort_by(|a, b| (&a.tool, &a.provenance).cmp(&(&b.tool, &b.provenance)));
@@ -161,7 +165,11 @@ pub fn lower(pack: &Pack, dependencies: Vec<Dependency>) -> Artifact {
             doc: p.doc.clone(),
         })
         .collect();
-    policies.sort_by(|a, b| b.priority.cmp(&a.priority).then_with(|| a.name.cmp(&b.name)));
+    policies.sort_by(|a, b| {
+        b.priority
+            .cmp(&a.priority)
+            .then_with(|| a.name.cmp(&b.name))
+    });
 
     let mut blocks: Vec<Block> = pack
         .blocks

@@ -48,9 +48,13 @@ impl<'s> Driver<'s> {
                         let h = self.header(pair);
                         if header.is_some() {
                             self.diags.push(
-                                Diagnostic::new("E0105", h.keyword, "the `pack` header is declared twice")
-                                    .with_label("second header")
-                                    .with_help("a file declares exactly one pack"),
+                                Diagnostic::new(
+                                    "E0105",
+                                    h.keyword,
+                                    "the `pack` header is declared twice",
+                                )
+                                .with_label("second header")
+                                .with_help("a file declares exactly one pack"),
                             );
                         } else if !items.is_empty() {
                             self.diags.push(
@@ -154,9 +158,13 @@ impl<'s> Driver<'s> {
             Span::new(at, found_end)
         };
         self.diags.push(
-            Diagnostic::new("E0001", span, format!("expected {expected_text}, found {found}"))
-                .with_label(format!("expected {expected_text}"))
-                .with_help_opt(syntax_help(&names)),
+            Diagnostic::new(
+                "E0001",
+                span,
+                format!("expected {expected_text}, found {found}"),
+            )
+            .with_label(format!("expected {expected_text}"))
+            .with_help_opt(syntax_help(&names)),
         );
     }
 
@@ -169,7 +177,11 @@ impl<'s> Driver<'s> {
         let mut fallback: Option<usize> = None;
         while i < src.len() {
             let b = src[i];
-            if i >= error_at && i > item_start && (depth <= 0 || at_line_start(src, i)) && is_item_keyword(self.source, i) {
+            if i >= error_at
+                && i > item_start
+                && (depth <= 0 || at_line_start(src, i))
+                && is_item_keyword(self.source, i)
+            {
                 if depth <= 0 {
                     return i;
                 }
@@ -194,7 +206,9 @@ impl<'s> Driver<'s> {
             }
             // Identifiers are skipped whole so that keywords are only seen at word starts.
             if b.is_ascii_lowercase() || b == b'_' {
-                while i < src.len() && (src[i].is_ascii_lowercase() || src[i].is_ascii_digit() || src[i] == b'_') {
+                while i < src.len()
+                    && (src[i].is_ascii_lowercase() || src[i].is_ascii_digit() || src[i] == b'_')
+                {
                     i += 1;
                 }
                 continue;
@@ -313,7 +327,11 @@ impl<'s> Driver<'s> {
 
     fn string(&mut self, base: usize, pair: Pair<'s, Rule>) -> StrLit {
         let span = self.abs(base, &pair);
-        let triple = pair.clone().into_inner().next().is_some_and(|p| p.as_rule() == Rule::triple_string);
+        let triple = pair
+            .clone()
+            .into_inner()
+            .next()
+            .is_some_and(|p| p.as_rule() == Rule::triple_string);
         strings::decode(self.source, span, triple, &mut self.diags)
     }
 
@@ -362,7 +380,11 @@ impl<'s> Driver<'s> {
                 };
                 let role_span = self.abs(base, &role_pair);
                 let text = self.string(base, parts.next()?);
-                ItemKind::Prompt(Prompt { role, role_span, text })
+                ItemKind::Prompt(Prompt {
+                    role,
+                    role_span,
+                    text,
+                })
             }
             Rule::budget_item => ItemKind::Budget(self.budget(base, parts)),
             Rule::tool_item => ItemKind::Tool(self.tool(base, parts)?),
@@ -443,7 +465,11 @@ impl<'s> Driver<'s> {
                 _ => {}
             }
         }
-        TypeExpr { kind, optional, span }
+        TypeExpr {
+            kind,
+            optional,
+            span,
+        }
     }
 
     fn base_type(&mut self, base: usize, pair: Pair<'s, Rule>) -> TypeKind {
@@ -483,9 +509,13 @@ impl<'s> Driver<'s> {
             Ok(value) => Some(Spanned { value, span }),
             Err(_) => {
                 self.diags.push(
-                    Diagnostic::new("E0001", span, format!("integer `{}` is out of range", pair.as_str()))
-                        .with_label("too large")
-                        .with_help("integers range from -9223372036854775808 to 9223372036854775807"),
+                    Diagnostic::new(
+                        "E0001",
+                        span,
+                        format!("integer `{}` is out of range", pair.as_str()),
+                    )
+                    .with_label("too large")
+                    .with_help("integers range from -9223372036854775808 to 9223372036854775807"),
                 );
                 None
             }
@@ -494,7 +524,12 @@ impl<'s> Driver<'s> {
 
     fn percent(&mut self, base: usize, pair: &Pair<'_, Rule>) -> Option<Spanned<u64>> {
         let span = self.abs(base, pair);
-        let text: String = pair.as_str().trim_end_matches('%').chars().filter(|c| *c != '_').collect();
+        let text: String = pair
+            .as_str()
+            .trim_end_matches('%')
+            .chars()
+            .filter(|c| *c != '_')
+            .collect();
         let (whole, frac) = text.split_once('.').unwrap_or((&text, ""));
         let ppm = if frac.len() > 4 {
             None
@@ -511,9 +546,13 @@ impl<'s> Driver<'s> {
             Some(value) => Some(Spanned { value, span }),
             None => {
                 self.diags.push(
-                    Diagnostic::new("E0001", span, format!("percentage `{}` cannot be represented", pair.as_str()))
-                        .with_label("invalid percentage")
-                        .with_help("percentages take at most four decimal places, e.g. `12.5%`"),
+                    Diagnostic::new(
+                        "E0001",
+                        span,
+                        format!("percentage `{}` cannot be represented", pair.as_str()),
+                    )
+                    .with_label("invalid percentage")
+                    .with_help("percentages take at most four decimal places, e.g. `12.5%`"),
                 );
                 None
             }
@@ -732,7 +771,11 @@ impl<'s> Driver<'s> {
             .collect()
     }
 
-    fn intent(&mut self, base: usize, mut parts: pest::iterators::Pairs<'s, Rule>) -> Option<Intent> {
+    fn intent(
+        &mut self,
+        base: usize,
+        mut parts: pest::iterators::Pairs<'s, Rule>,
+    ) -> Option<Intent> {
         let name = self.ident(base, &parts.next()?);
         let mut intent = Intent {
             name,
@@ -797,7 +840,10 @@ impl<'s> Driver<'s> {
                             overrides.push((bucket, share));
                         }
                     }
-                    intent.budget = Some(IntentBudget { keyword: kw, overrides });
+                    intent.budget = Some(IntentBudget {
+                        keyword: kw,
+                        overrides,
+                    });
                 }
                 _ => {}
             }
@@ -805,7 +851,11 @@ impl<'s> Driver<'s> {
         Some(intent)
     }
 
-    fn policy(&mut self, base: usize, mut parts: pest::iterators::Pairs<'s, Rule>) -> Option<Policy> {
+    fn policy(
+        &mut self,
+        base: usize,
+        mut parts: pest::iterators::Pairs<'s, Rule>,
+    ) -> Option<Policy> {
         let name = self.ident(base, &parts.next()?);
         let mut priority = None;
         let mut advisory = None;
@@ -835,7 +885,9 @@ impl<'s> Driver<'s> {
                         Rule::refuse_effect => EffectKind::Refuse(self.string(base, arg)),
                         Rule::escalate_effect => EffectKind::Escalate(self.string(base, arg)),
                         Rule::instruct_effect => EffectKind::Instruct(self.string(base, arg)),
-                        Rule::require_effect => EffectKind::RequireApproval(self.name_list(base, arg)),
+                        Rule::require_effect => {
+                            EffectKind::RequireApproval(self.name_list(base, arg))
+                        }
                         Rule::deny_effect => EffectKind::Deny(self.name_list(base, arg)),
                         _ => EffectKind::Redact(self.name_list(base, arg)),
                     };
@@ -937,13 +989,18 @@ impl<'s> Driver<'s> {
                 Some(p) => ExprKind::Paren(Box::new(self.expr(base, p))),
                 None => ExprKind::Null,
             },
-            Rule::list_expr => ExprKind::List(inner.into_iter().map(|p| self.expr(base, p)).collect()),
+            Rule::list_expr => {
+                ExprKind::List(inner.into_iter().map(|p| self.expr(base, p)).collect())
+            }
             Rule::exists_call => match inner.pop() {
                 Some(p) => ExprKind::Exists(p.as_str().to_owned(), self.abs(base, &p)),
                 None => ExprKind::Null,
             },
             Rule::json_expr => {
-                let text = inner.pop().map(|p| p.as_str().to_owned()).unwrap_or_default();
+                let text = inner
+                    .pop()
+                    .map(|p| p.as_str().to_owned())
+                    .unwrap_or_default();
                 match serde_json::from_str::<serde_json::Value>(&text) {
                     Ok(v) => ExprKind::Json(Some(v)),
                     Err(e) => {
@@ -965,7 +1022,10 @@ impl<'s> Driver<'s> {
                 None => ExprKind::Null,
             },
             Rule::float => {
-                let text: String = span_text(self.source, span).chars().filter(|c| *c != '_').collect();
+                let text: String = span_text(self.source, span)
+                    .chars()
+                    .filter(|c| *c != '_')
+                    .collect();
                 ExprKind::Float(text.parse().unwrap_or(0.0))
             }
             _ => ExprKind::Null,
@@ -982,7 +1042,9 @@ impl<'s> Driver<'s> {
                 self.diags.push(
                     Diagnostic::new("E0001", span, format!("integer `{text}` is out of range"))
                         .with_label("too large")
-                        .with_help("integers range from -9223372036854775808 to 9223372036854775807"),
+                        .with_help(
+                            "integers range from -9223372036854775808 to 9223372036854775807",
+                        ),
                 );
                 None
             }
@@ -1098,7 +1160,11 @@ fn is_item_keyword(source: &str, at: usize) -> bool {
 }
 
 fn at_line_start(src: &[u8], i: usize) -> bool {
-    src[..i].iter().rev().take_while(|b| **b != b'\n').all(|b| *b == b' ' || *b == b'\t')
+    src[..i]
+        .iter()
+        .rev()
+        .take_while(|b| **b != b'\n')
+        .all(|b| *b == b' ' || *b == b'\t')
 }
 
 /// Skips a `"..."` or `"""..."""` string starting at `i`; returns the offset after it
@@ -1272,7 +1338,10 @@ fn syntax_help(expected: &[&str]) -> Option<String> {
     if expected.is_empty() {
         Some("see the language reference for the item's form (`ctxpack explain E0001`)".to_owned())
     } else if has("`approval`") && has("`risk`") {
-        Some("a tool's body takes `description`, `kind`, `risk`, `approval` and `input`, then `}`".to_owned())
+        Some(
+            "a tool's body takes `description`, `kind`, `risk`, `approval` and `input`, then `}`"
+                .to_owned(),
+        )
     } else if has("`safety`") && has("`task`") {
         Some("an intent's body takes `description`, `safety`, `tools`, `task` and `budget`, then `}`".to_owned())
     } else if has("`refuse`") {

@@ -68,7 +68,9 @@ pub fn decode(source: &str, span: Span, triple: bool, diags: &mut Vec<Diagnostic
                                 format!("`\\u{{{hex}}}` is not a Unicode scalar value"),
                             )
                             .with_label("invalid escape")
-                            .with_help("write a code point between 0 and 10FFFF, outside D800–DFFF"),
+                            .with_help(
+                                "write a code point between 0 and 10FFFF, outside D800–DFFF",
+                            ),
                         ),
                     }
                 }
