@@ -115,36 +115,14 @@ impl Builder {
     fn declare(&mut self, file: &ast::File) {
         for item in &file.items {
             match &item.kind {
-                ItemKind::Tool(t) => {
-                    if self.define(SymbolKind::Tool, &t.name.name, t.name.span) {
-                        self.def(SymbolKind::Tool, &t.name);
-                    }
-                }
-                ItemKind::Intent(i) => {
-                    if self.define(SymbolKind::Intent, &i.name.name, i.name.span) {
-                        self.def(SymbolKind::Intent, &i.name);
-                    }
-                }
-                ItemKind::Policy(p) => {
-                    if self.define(SymbolKind::Policy, &p.name.name, p.name.span) {
-                        self.def(SymbolKind::Policy, &p.name);
-                    }
-                }
-                ItemKind::Redactor(r) => {
-                    if self.define(SymbolKind::Redactor, &r.name.name, r.name.span) {
-                        self.def(SymbolKind::Redactor, &r.name);
-                    }
-                }
-                ItemKind::Block(bl) => {
-                    if self.define(SymbolKind::Block, &bl.name.name, bl.name.span) {
-                        self.def(SymbolKind::Block, &bl.name);
-                    }
-                }
+                ItemKind::Tool(t) => self.declare_named(SymbolKind::Tool, &t.name),
+                ItemKind::Intent(i) => self.declare_named(SymbolKind::Intent, &i.name),
+                ItemKind::Policy(p) => self.declare_named(SymbolKind::Policy, &p.name),
+                ItemKind::Redactor(r) => self.declare_named(SymbolKind::Redactor, &r.name),
+                ItemKind::Block(bl) => self.declare_named(SymbolKind::Block, &bl.name),
                 ItemKind::Budget(budget) => {
                     for bucket in &budget.buckets {
-                        if self.define(SymbolKind::Bucket, &bucket.name.name, bucket.name.span) {
-                            self.def(SymbolKind::Bucket, &bucket.name);
-                        }
+                        self.declare_named(SymbolKind::Bucket, &bucket.name);
                     }
                 }
                 ItemKind::Context(fields) => {
@@ -344,6 +322,12 @@ impl Builder {
             span: at,
         });
         false
+    }
+
+    fn declare_named(&mut self, kind: SymbolKind, ident: &ast::Ident) {
+        if self.define(kind, &ident.name, ident.span) {
+            self.def(kind, ident);
+        }
     }
 
     fn def(&mut self, kind: SymbolKind, ident: &ast::Ident) {

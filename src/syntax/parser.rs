@@ -18,8 +18,21 @@ use crate::span::Span;
 #[grammar = "grammar/ctxpack.pest"]
 struct CtxpackParser;
 
+/// Brackets (and `not`s) nested deeper than this are refused before parsing: the
+/// parser and the checkers recurse, and no real pack comes near it.
+pub const MAX_NESTING: usize = 64;
+
 /// Parses a whole file. Always returns a tree; diagnostics are in source order.
 pub fn parse(source: &str) -> (File, Vec<Diagnostic>) {
+    if let Some(d) = nesting_guard(source) {
+        return (
+            File {
+                header: None,
+                items: Vec::new(),
+            },
+            vec![d],
+        );
+    }
     let mut p = Driver {
         source,
         diags: Vec::new(),
@@ -1127,6 +1140,73 @@ pub fn doc_above(source: &str, offset: usize) -> Option<String> {
     Some(lines.join("\n"))
 }
 
+/// Finds the first place where brackets or `not`s nest deeper than [`MAX_NESTING`].
+fn nesting_guard(source: &str) -> Option<Diagnostic> {
+    let src = source.as_bytes();
+    let mut depth = 0usize;
+    let mut nots = 0usize;
+    let mut i = 0;
+    while i < src.len() {
+        let b = src[i];
+        let at = i;
+        match b {
+            b'"' => {
+                i = skip_string(src, i);
+                nots = 0;
+                continue;
+            }
+            b'/' if src.get(i + 1) == Some(&b'/') => {
+                while i < src.len() && src[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                nots = 0;
+            }
+            b')' | b']' | b'}' => {
+                depth = depth.saturating_sub(1);
+                nots = 0;
+            }
+            b if b.is_ascii_lowercase() || b == b'_' => {
+                let start = i;
+                while i < src.len()
+                    && (src[i].is_ascii_lowercase() || src[i].is_ascii_digit() || src[i] == b'_')
+                {
+                    i += 1;
+                }
+                if &src[start..i] == b"not" {
+                    nots += 1;
+                } else {
+                    nots = 0;
+                }
+                if nots > MAX_NESTING {
+                    return Some(too_deep(source, start));
+                }
+                continue;
+            }
+            b' ' | b'\t' | b'\r' | b'\n' => {}
+            _ => nots = 0,
+        }
+        if depth > MAX_NESTING {
+            return Some(too_deep(source, at));
+        }
+        i += 1;
+    }
+    None
+}
+
+fn too_deep(source: &str, at: usize) -> Diagnostic {
+    Diagnostic::new(
+        "E0001",
+        Span::new(at, token_end(source, at)),
+        format!("nesting deeper than {MAX_NESTING} levels"),
+    )
+    .with_label("too deeply nested")
+    .with_help("split the expression; no pack needs this much nesting")
+}
+
 fn starts_with_word(text: &str, word: &str) -> bool {
     text.starts_with(word)
         && !text[word.len()..]
@@ -1151,7 +1231,9 @@ const ITEM_KEYWORDS: &[&str] = &[
 ];
 
 fn is_item_keyword(source: &str, at: usize) -> bool {
-    let text = &source[at..];
+    let Some(text) = source.get(at..) else {
+        return false;
+    };
     let prev_is_word = at > 0
         && source.as_bytes()[at - 1]
             .to_ascii_lowercase()
