@@ -15,6 +15,7 @@ pub mod check;
 pub mod codes;
 pub mod commands;
 pub mod diagnostic;
+pub mod fmt;
 pub mod imports;
 pub mod ir;
 pub mod lower;

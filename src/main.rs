@@ -2,7 +2,9 @@
 //! work lives in the library (`ctxpack::commands`).
 
 use clap::{Parser, Subcommand};
-use ctxpack::commands::{self, build::BuildArgs, check::CheckArgs, exit, verify::VerifyArgs};
+use ctxpack::commands::{
+    self, build::BuildArgs, check::CheckArgs, exit, fmt::FmtArgs, lsp::LspArgs, verify::VerifyArgs,
+};
 
 /// ctxpack — review, version and reproduce the context of LLM agents like code.
 ///
@@ -39,6 +41,18 @@ enum Command {
     ///
     /// Exit codes: 0 verified, 3 unreadable or not JSON, 4 hash mismatch or unknown format.
     Verify(VerifyArgs),
+    /// Rewrite packs in the canonical layout (`--check` only reports).
+    ///
+    /// Exit codes: 0 formatted, 1 unformatted files with --check or files with syntax
+    /// errors (never rewritten), 3 a path could not be read or written.
+    #[command(
+        after_help = "Examples:\n  ctxpack fmt packs/\n  ctxpack fmt --check .\n  ctxpack fmt - < support.ctxpack"
+    )]
+    Fmt(FmtArgs),
+    /// Run the language server on stdio (starts the `ctxpack-lsp` binary).
+    ///
+    /// Looks for `ctxpack-lsp` next to this executable, then on PATH.
+    Lsp(LspArgs),
     /// Explain a diagnostic code: what it means, why it matters, an example and the fix.
     ///
     /// Without a code, lists every code.
@@ -65,6 +79,8 @@ fn main() {
         Command::Check(args) => commands::check::run(args),
         Command::Build(args) => commands::build::run(args),
         Command::Verify(args) => commands::verify::run(args),
+        Command::Fmt(args) => commands::fmt::run(args),
+        Command::Lsp(args) => commands::lsp::run(args),
         Command::Explain { code } => commands::explain::run(code.as_deref()),
     };
     std::process::exit(code);

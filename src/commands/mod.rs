@@ -5,6 +5,8 @@ pub mod build;
 pub mod check;
 pub mod explain;
 pub mod files;
+pub mod fmt;
+pub mod lsp;
 pub mod verify;
 
 /// Exit codes shared by every subcommand (see the runtime spec).
