@@ -16,6 +16,7 @@ pub mod codes;
 pub mod commands;
 pub mod diagnostic;
 pub mod fmt;
+pub mod ide;
 pub mod imports;
 pub mod ir;
 pub mod lower;
