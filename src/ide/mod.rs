@@ -13,7 +13,7 @@ mod symbols;
 
 use crate::check::{check_source, check_source_with, Checked};
 use crate::diagnostic::Diagnostic;
-use crate::imports::PackSource;
+use crate::imports::{Lockfile, PackSource};
 use crate::ir::{EffectIr, SymbolKind};
 use crate::span::{clamp_to_char_boundary, LineIndex, Span};
 
@@ -68,10 +68,15 @@ impl Analysis {
         Self::from_checked(text, checked)
     }
 
-    /// Checks `text`, resolving imports from `source`.
-    pub fn with_source(text: impl Into<String>, source: &dyn PackSource) -> Self {
+    /// Checks `text`, resolving imports from `source` and checking them against
+    /// `lock` when there is one.
+    pub fn with_imports(
+        text: impl Into<String>,
+        source: &dyn PackSource,
+        lock: Option<&Lockfile>,
+    ) -> Self {
         let text = text.into();
-        let (checked, _) = check_source_with(&text, source, None);
+        let (checked, _) = check_source_with(&text, source, lock);
         Self::from_checked(text, checked)
     }
 
