@@ -77,7 +77,11 @@ impl Backend {
         version: i32,
         text: String,
     ) {
-        let analysis = Arc::new(self.analyze(&uri, text));
+        // A bug in the checker must not take the editor's server down with it: the
+        // document then keeps its text, without diagnostics, until the next edit.
+        let analysis =
+            guard(|| self.analyze(&uri, text.clone())).unwrap_or_else(|| Analysis::unchecked(text));
+        let analysis = Arc::new(analysis);
         let diagnostics = self.diagnostics(&uri, &analysis);
         docs.insert(uri.clone(), analysis);
         self.client
@@ -137,6 +141,11 @@ impl Backend {
             range: self.text(a).range(span),
         }
     }
+}
+
+/// Runs a query, turning a panic (a bug) into "no answer".
+fn guard<T>(query: impl FnOnce() -> T) -> Option<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(query)).ok()
 }
 
 fn completion_kind(kind: CompletionKind) -> CompletionItemKind {
@@ -297,13 +306,15 @@ impl LanguageServer for Backend {
             return Ok(None);
         };
         let t = self.text(&a);
-        Ok(a.hover(t.offset(p.position)).map(|h| Hover {
-            contents: HoverContents::Markup(MarkupContent {
-                kind: MarkupKind::Markdown,
-                value: h.markdown,
-            }),
-            range: Some(t.range(h.span)),
-        }))
+        Ok(guard(|| a.hover(t.offset(p.position)))
+            .flatten()
+            .map(|h| Hover {
+                contents: HoverContents::Markup(MarkupContent {
+                    kind: MarkupKind::Markdown,
+                    value: h.markdown,
+                }),
+                range: Some(t.range(h.span)),
+            }))
     }
 
     async fn goto_definition(
@@ -315,7 +326,7 @@ impl LanguageServer for Backend {
         let Some(a) = self.analysis(&uri).await else {
             return Ok(None);
         };
-        let spans = a.definition(self.text(&a).offset(p.position));
+        let spans = guard(|| a.definition(self.text(&a).offset(p.position))).unwrap_or_default();
         let locations: Vec<Location> = spans
             .into_iter()
             .map(|s| self.location(&uri, &a, s))
@@ -330,7 +341,8 @@ impl LanguageServer for Backend {
             return Ok(None);
         };
         let offset = self.text(&a).offset(p.position);
-        let spans = a.references(offset, params.context.include_declaration);
+        let spans =
+            guard(|| a.references(offset, params.context.include_declaration)).unwrap_or_default();
         Ok(Some(
             spans
                 .into_iter()
@@ -345,8 +357,8 @@ impl LanguageServer for Backend {
             return Ok(None);
         };
         let t = self.text(&a);
-        let items = a
-            .completion(t.offset(p.position))
+        let items = guard(|| a.completion(t.offset(p.position)))
+            .unwrap_or_default()
             .into_iter()
             .map(|c| CompletionItem {
                 kind: Some(completion_kind(c.kind)),
@@ -369,8 +381,8 @@ impl LanguageServer for Backend {
         let Some(a) = self.analysis(&params.text_document.uri).await else {
             return Ok(None);
         };
-        let symbols = a
-            .document_symbols()
+        let symbols = guard(|| a.document_symbols())
+            .unwrap_or_default()
             .iter()
             .map(|s| self.symbol(&a, s))
             .collect();
@@ -382,7 +394,7 @@ impl LanguageServer for Backend {
             return Ok(None);
         };
         // A file with syntax errors is not formatted.
-        let Some(formatted) = a.format() else {
+        let Some(formatted) = guard(|| a.format()).flatten() else {
             return Ok(None);
         };
         if formatted == a.text() {
@@ -403,7 +415,8 @@ impl LanguageServer for Backend {
             return Ok(None);
         };
         let t = self.text(&a);
-        Ok(a.prepare_rename(t.offset(params.position))
+        Ok(guard(|| a.prepare_rename(t.offset(params.position)))
+            .flatten()
             .map(|s| PrepareRenameResponse::Range(t.range(s))))
     }
 
@@ -414,8 +427,8 @@ impl LanguageServer for Backend {
             return Ok(None);
         };
         let t = self.text(&a);
-        let edits = a
-            .rename(t.offset(p.position), &params.new_name)
+        let edits = guard(|| a.rename(t.offset(p.position), &params.new_name))
+            .unwrap_or_else(|| Err("rename failed".to_owned()))
             .map_err(Error::invalid_params)?;
         let edits = edits
             .into_iter()
@@ -436,8 +449,8 @@ impl LanguageServer for Backend {
             return Ok(None);
         };
         let t = self.text(&a);
-        let actions = a
-            .quick_fixes(t.span(params.range))
+        let actions = guard(|| a.quick_fixes(t.span(params.range)))
+            .unwrap_or_default()
             .into_iter()
             .map(|fix| {
                 let diagnostic = a

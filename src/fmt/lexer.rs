@@ -111,7 +111,10 @@ pub fn lex(source: &str) -> Tokens<'_> {
             i = end;
             continue;
         }
-        let end = token_end(source, i);
+        let mut end = token_end(source, i).min(source.len());
+        while !source.is_char_boundary(end) {
+            end += 1;
+        }
         let kind = classify(source, i, end);
         out.tokens.push(Token {
             kind,
@@ -147,7 +150,7 @@ fn token_end(source: &str, i: usize) -> usize {
                 j += 2;
                 continue;
             }
-            if source[j..].starts_with("\"\"\"") {
+            if bytes[j..].starts_with(b"\"\"\"") {
                 return j + 3;
             }
             j += 1;

@@ -80,6 +80,20 @@ impl Analysis {
         Self::from_checked(text, checked)
     }
 
+    /// The text with no analysis at all: no diagnostics, no names. For a caller that
+    /// must keep a document's text when checking it failed.
+    pub fn unchecked(text: impl Into<String>) -> Self {
+        let checked = Checked {
+            ast: crate::syntax::ast::File {
+                header: None,
+                items: Vec::new(),
+            },
+            pack: crate::ir::Pack::default(),
+            diagnostics: Vec::new(),
+        };
+        Self::from_checked(text.into(), checked)
+    }
+
     fn from_checked(text: String, checked: Checked) -> Self {
         let occurrences = occurrences(&checked);
         Analysis {
