@@ -9,6 +9,12 @@
 //! 4. [`lower`]: IR → the pinned `ctxpack.pack/v1` [`artifact`].
 //!
 //! The runtime compiler sees only artifacts, never the AST or the IR.
+//!
+//! Beside the pipeline, for editors: [`fmt`] is the formatter (tokens plus the item
+//! structure; it never touches files with syntax errors), and [`ide`] answers an
+//! editor's questions about one document (hover, definition, references, completion,
+//! outline, rename, quick fixes) as pure functions of its text. The language server in
+//! `lsp/` only converts between these and the protocol.
 pub mod artifact;
 pub mod build;
 pub mod check;

@@ -341,15 +341,13 @@ pub(super) fn complete(a: &Analysis, offset: usize) -> Vec<CompletionItem> {
         Block::Budget if line_start || prev == "{" => {
             ctx.words(BUDGET_KEYWORDS, CompletionKind::Keyword)
         }
-        Block::Bucket => {
-            if !matches!(prev, "share" | "priority" | "min") {
-                ctx.words(BUCKET_KEYWORDS, CompletionKind::Keyword);
-            }
+        Block::Bucket if !matches!(prev, "share" | "priority" | "min") => {
+            ctx.words(BUCKET_KEYWORDS, CompletionKind::Keyword);
         }
-        Block::IntentBudget => {
-            if prev == "{" || tok(1).is_some_and(|t| t.kind == Kind::Percent) || line_start {
-                ctx.names(SymbolKind::Bucket, CompletionKind::Bucket);
-            }
+        Block::IntentBudget
+            if prev == "{" || tok(1).is_some_and(|t| t.kind == Kind::Percent) || line_start =>
+        {
+            ctx.names(SymbolKind::Bucket, CompletionKind::Bucket);
         }
         Block::Policy => {
             let expr_position = matches!(
