@@ -33,7 +33,9 @@ pub fn build(
     for import in imports {
         b.merge(import);
     }
+    b.pack.index();
     b.bodies(file);
+    b.pack.index();
     (b.pack, b.diags)
 }
 
