@@ -1,2 +1,4 @@
 //! ctxpack: a declarative language and compiler for the context of LLM agents.
 pub mod artifact;
+pub mod runtime;
+pub mod tokens;

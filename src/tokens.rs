@@ -1,0 +1,310 @@
+//! Token counting for the pack's tokenizer: exact BPE counts with tiktoken-rs for
+//! `o200k` and `cl100k`, and `approx` (`ceil(utf8 bytes / 4)`).
+//!
+//! This module owns the only process-wide state of the toolchain: the lazily built BPE
+//! encoders. Building one takes 60–145 ms, so each is built once, on first use, and
+//! shared by every thread. The encoders are immutable once built, so sharing them does
+//! not make any result depend on what ran before.
+//!
+//! Counting always uses *ordinary* encoding: special-token text such as
+//! `<|endoftext|>` inside caller content counts as the plain text it is, never as a
+//! control token.
+//!
+//! [`TokenCache`] memoises counts by the BLAKE3 of the text, so repeated evidence is
+//! not re-tokenized. It is a plain value with no interior mutability; the runtime's
+//! prepared pack owns one behind a mutex (see `runtime::PreparedPack`).
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::OnceLock;
+
+use tiktoken_rs::CoreBPE;
+
+pub use crate::artifact::Tokenizer;
+
+/// The tokenizer kinds a pack can name; the artifact's [`Tokenizer`] under the name
+/// the rest of the toolchain uses.
+pub type TokenizerKind = Tokenizer;
+
+/// Pieces longer than this are tokenized in chunks if the BPE regex gives up on them.
+/// See [`encode`].
+const FALLBACK_CHUNK_BYTES: usize = 4096;
+
+fn encoder(kind: Tokenizer) -> Option<&'static CoreBPE> {
+    static O200K: OnceLock<CoreBPE> = OnceLock::new();
+    static CL100K: OnceLock<CoreBPE> = OnceLock::new();
+    // The vocabularies are compiled into the binary, so building an encoder depends on
+    // no input and cannot fail short of a broken build; a panic here is a build bug.
+    match kind {
+        Tokenizer::O200k => Some(O200K.get_or_init(|| {
+            tiktoken_rs::o200k_base().expect("the embedded o200k vocabulary is valid")
+        })),
+        Tokenizer::Cl100k => Some(CL100K.get_or_init(|| {
+            tiktoken_rs::cl100k_base().expect("the embedded cl100k vocabulary is valid")
+        })),
+        Tokenizer::Approx => None,
+    }
+}
+
+/// Builds the encoder for `kind` now rather than on first use. Hosts call this at
+/// start-up so that the first compile does not pay for it; benchmarks call it to
+/// measure construction apart from compiling.
+pub fn warm(kind: Tokenizer) {
+    let _ = encoder(kind);
+}
+
+/// The token ids of `text`, or `None` if the BPE regex failed on it.
+///
+/// tiktoken's pre-tokenizer regex (fancy-regex) can run out of stack or backtracking
+/// budget on pathological input, such as a million `^` characters, and tiktoken-rs then
+/// panics. Evidence is untrusted, so we catch that panic instead of letting a crafted
+/// document bring the process down; callers fall back to chunked counting.
+fn encode(bpe: &CoreBPE, text: &str) -> Option<Vec<u32>> {
+    catch_unwind(AssertUnwindSafe(|| bpe.encode_ordinary(text))).ok()
+}
+
+/// The number of tokens of `text` under `kind`.
+pub fn count(kind: Tokenizer, text: &str) -> usize {
+    match encoder(kind) {
+        None => approx_count(text),
+        Some(bpe) => match encode(bpe, text) {
+            Some(tokens) => tokens.len(),
+            None => chunks(text).map(|c| count(kind, c)).sum(),
+        },
+    }
+}
+
+fn approx_count(text: &str) -> usize {
+    text.len().div_ceil(4)
+}
+
+/// Splits `text` at char boundaries into pieces of at most [`FALLBACK_CHUNK_BYTES`]
+/// (a single char is never split). Only used when the regex failed on the whole text;
+/// the sum of the pieces' counts is then the count, which is deterministic, close to
+/// exact, and never smaller than the true count by more than one token per chunk.
+fn chunks(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut cut = rest.len().min(FALLBACK_CHUNK_BYTES);
+        while !rest.is_char_boundary(cut) {
+            cut += 1;
+        }
+        let (head, tail) = rest.split_at(cut);
+        rest = tail;
+        Some(head)
+    })
+}
+
+/// The longest prefix of `text` that has at most `max_tokens` tokens, cut at a token
+/// boundary and never inside a UTF-8 character. For `approx`, the cut is at the last
+/// char boundary at or before `max_tokens * 4` bytes.
+///
+/// The result is verified by counting it again: re-tokenizing a prefix can merge
+/// differently at its end, so we step back a token at a time until the prefix fits.
+pub fn truncate_to(kind: Tokenizer, text: &str, max_tokens: usize) -> &str {
+    let Some(bpe) = encoder(kind) else {
+        let mut cut = text.len().min(max_tokens.saturating_mul(4));
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        return &text[..cut];
+    };
+    let Some(tokens) = encode(bpe, text) else {
+        // The regex failed on the whole text; keep whole chunks while they fit.
+        let mut used = 0;
+        let mut end = 0;
+        for chunk in chunks(text) {
+            let n = count(kind, chunk);
+            if used + n > max_tokens {
+                let head = truncate_to(kind, chunk, max_tokens - used);
+                return &text[..end + head.len()];
+            }
+            used += n;
+            end += chunk.len();
+        }
+        return text;
+    };
+    if tokens.len() <= max_tokens {
+        return text;
+    }
+    let mut keep = max_tokens;
+    loop {
+        if keep == 0 {
+            return "";
+        }
+        // Ordinary encoding is a segmentation of the bytes, so the bytes of the first
+        // `keep` tokens are exactly a prefix of `text`.
+        let bytes: usize = match bpe.decode_bytes(&tokens[..keep]) {
+            Ok(b) => b.len(),
+            Err(_) => return "",
+        };
+        let mut cut = bytes.min(text.len());
+        // A token may end inside a multi-byte character; back off to its start.
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let prefix = &text[..cut];
+        if count(kind, prefix) <= max_tokens {
+            return prefix;
+        }
+        keep -= 1;
+    }
+}
+
+/// A token-count cache keyed by the tokenizer and the BLAKE3 of the text.
+///
+/// Counts are a pure function of the text, so a hit can never change a result, only
+/// how fast it comes. The cache is bounded: when it holds `capacity` entries it is
+/// cleared rather than tracking recency, which keeps a hit a single hash lookup.
+#[derive(Debug, Clone)]
+pub struct TokenCache {
+    map: HashMap<(Tokenizer, [u8; 32]), u32>,
+    capacity: usize,
+    hits: u64,
+    misses: u64,
+}
+
+impl Default for TokenCache {
+    fn default() -> Self {
+        Self::with_capacity(1 << 16)
+    }
+}
+
+impl TokenCache {
+    /// An empty cache that holds at most `capacity` counts.
+    pub fn with_capacity(capacity: usize) -> Self {
+        TokenCache {
+            map: HashMap::new(),
+            capacity: capacity.max(1),
+            hits: 0,
+            misses: 0,
+        }
+    }
+
+    /// Looks the count up, tokenizing `text` on a miss.
+    pub fn count(&mut self, kind: Tokenizer, text: &str) -> usize {
+        let key = (kind, *blake3::hash(text.as_bytes()).as_bytes());
+        if let Some(&n) = self.map.get(&key) {
+            self.hits += 1;
+            return n as usize;
+        }
+        self.misses += 1;
+        let n = count(kind, text);
+        self.insert(key, n);
+        n
+    }
+
+    /// Looks a count up by a key computed with [`TokenCache::key`].
+    pub fn get(&mut self, kind: Tokenizer, hash: &[u8; 32]) -> Option<usize> {
+        let n = self.map.get(&(kind, *hash)).map(|&n| n as usize);
+        if n.is_some() {
+            self.hits += 1;
+        } else {
+            self.misses += 1;
+        }
+        n
+    }
+
+    /// Records a count computed elsewhere.
+    pub fn put(&mut self, kind: Tokenizer, hash: [u8; 32], n: usize) {
+        self.insert((kind, hash), n);
+    }
+
+    /// The cache key of `text`: its BLAKE3.
+    pub fn key(text: &str) -> [u8; 32] {
+        *blake3::hash(text.as_bytes()).as_bytes()
+    }
+
+    fn insert(&mut self, key: (Tokenizer, [u8; 32]), n: usize) {
+        if self.map.len() >= self.capacity {
+            self.map.clear();
+        }
+        self.map.insert(key, u32::try_from(n).unwrap_or(u32::MAX));
+    }
+
+    /// Forgets every count.
+    pub fn clear(&mut self) {
+        self.map.clear();
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// `(hits, misses)` since the cache was made.
+    pub fn stats(&self) -> (u64, u64) {
+        (self.hits, self.misses)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approx_is_ceil_bytes_over_four() {
+        assert_eq!(count(Tokenizer::Approx, ""), 0);
+        assert_eq!(count(Tokenizer::Approx, "abcd"), 1);
+        assert_eq!(count(Tokenizer::Approx, "abcde"), 2);
+        // "é" is two bytes.
+        assert_eq!(count(Tokenizer::Approx, "ééé"), 2);
+    }
+
+    #[test]
+    fn bpe_counts_are_exact() {
+        assert_eq!(count(Tokenizer::O200k, "hello world"), 2);
+        assert_eq!(count(Tokenizer::Cl100k, "hello world"), 2);
+        assert_eq!(count(Tokenizer::O200k, ""), 0);
+    }
+
+    #[test]
+    fn special_tokens_count_as_text() {
+        assert!(count(Tokenizer::O200k, "<|endoftext|>") > 1);
+    }
+
+    #[test]
+    fn truncate_respects_tokens_and_chars() {
+        for kind in [Tokenizer::O200k, Tokenizer::Cl100k, Tokenizer::Approx] {
+            let text = "Ünïcödé text with émojis 😀😀😀 and more words here.";
+            for max in 0..30 {
+                let cut = truncate_to(kind, text, max);
+                assert!(text.starts_with(cut));
+                assert!(count(kind, cut) <= max, "{kind:?} {max} {cut:?}");
+            }
+            assert_eq!(truncate_to(kind, text, 1000), text);
+        }
+    }
+
+    #[test]
+    fn approx_truncation_cuts_at_char_boundary() {
+        // Four bytes allowed, but "é" would straddle byte 4.
+        assert_eq!(truncate_to(Tokenizer::Approx, "abcé", 1), "abc");
+    }
+
+    #[test]
+    fn pathological_input_does_not_panic() {
+        let text = "^".repeat(200_000);
+        let n = count(Tokenizer::Cl100k, &text);
+        assert!(n > 0);
+        let cut = truncate_to(Tokenizer::Cl100k, &text, 10);
+        assert!(count(Tokenizer::Cl100k, cut) <= 10);
+    }
+
+    #[test]
+    fn cache_hits_return_the_same_count() {
+        let mut cache = TokenCache::with_capacity(2);
+        let a = cache.count(Tokenizer::O200k, "one two three");
+        assert_eq!(cache.count(Tokenizer::O200k, "one two three"), a);
+        assert_eq!(cache.stats(), (1, 1));
+        cache.count(Tokenizer::O200k, "x");
+        cache.count(Tokenizer::O200k, "y");
+        assert!(cache.len() <= 2);
+    }
+}
