@@ -414,10 +414,16 @@ impl PreparedPack {
                 suffix: "</memory>",
             });
         }
+        // A turn's id is the BLAKE3 of its content as supplied; a repeated content
+        // ("ok", "thanks") gets `#2`, `#3`, ... so that every id names one turn.
+        let mut seen_turns: HashMap<String, usize> = HashMap::new();
         for (i, t) in request.history.iter().enumerate() {
             let content = redact_text(&t.content);
             let prefix = format!("{}: ", t.role.as_str());
-            let id = envelope::blake3_ref(format!("{prefix}{content}").as_bytes());
+            let hash = envelope::blake3_ref(t.content.as_bytes());
+            let n = seen_turns.entry(hash.clone()).or_insert(0);
+            *n += 1;
+            let id = if *n == 1 { hash } else { format!("{hash}#{n}") };
             candidates.push(Candidate {
                 id,
                 bucket: "session".into(),

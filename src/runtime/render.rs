@@ -70,22 +70,12 @@ fn final_user_turn(cc: &CompiledContext) -> String {
     join(lanes.chain(std::iter::once(cc.message.as_str())))
 }
 
-fn surfaced_tools(cc: &CompiledContext) -> impl Iterator<Item = (&str, String, &Value)> + '_ {
-    let descriptions = &cc.compiled_prompt.context_blocks;
+fn surfaced_tools(cc: &CompiledContext) -> impl Iterator<Item = (&str, &str, &Value)> + '_ {
     cc.manifests
         .tool_manifest
         .iter()
         .filter(|t| t.surfaced)
-        .map(move |t| {
-            // The description is the tool block's text after `NAME: `; a tool whose
-            // block was dropped from the `tools` bucket is still offered, undescribed.
-            let description = descriptions
-                .iter()
-                .find(|b| b.source == BlockSource::Tool && b.id == t.name)
-                .and_then(|b| b.text.strip_prefix(&format!("{}: ", t.name)).map(str::to_owned))
-                .unwrap_or_default();
-            (t.name.as_str(), description, &t.json_schema)
-        })
+        .map(|t| (t.name.as_str(), t.description.as_str(), &t.json_schema))
 }
 
 /// An OpenAI Chat Completions request body.

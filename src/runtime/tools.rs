@@ -35,6 +35,10 @@ pub struct ToolManifestEntry {
     pub withheld_reason: Option<String>,
     pub json_schema: Value,
     pub capability_metadata: CapabilityMetadata,
+    /// The tool's description, for the provider renders (the envelope carries it as the
+    /// `tools` block's text, which the budget may drop).
+    #[serde(skip)]
+    pub description: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -134,6 +138,7 @@ pub(crate) fn surface(
                     approval_mode: approval.as_str().to_owned(),
                     derivation,
                 },
+                description: tool.description.clone(),
             }
         })
         .collect();
