@@ -742,3 +742,164 @@ fn provider_tools_keep_descriptions_when_the_tools_bucket_is_full() {
     let body = render::openai(&cc, None);
     assert_eq!(body["tools"][0]["function"]["description"], "Refund an order, up to its total.");
 }
+
+// ── CLI commands ─────────────────────────────────────────────────────────────
+
+mod cli {
+    use super::*;
+    use ctxpack::commands::compile::{execute, CompileArgs, Target};
+    use ctxpack::commands::test::{self as pack_test, TestArgs};
+    use std::path::{Path, PathBuf};
+
+    fn write(dir: &Path, name: &str, contents: &[u8]) -> PathBuf {
+        let path = dir.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(&path, contents).unwrap();
+        path
+    }
+
+    fn setup() -> (tempfile::TempDir, CompileArgs) {
+        let dir = tempfile::tempdir().unwrap();
+        let pack = write(dir.path(), "pack.json", &pack().canonical_bytes());
+        let run = write(
+            dir.path(),
+            "run.yaml",
+            b"run_id: r-1\nsafety_mode: supervised\nuser: { id: u-1, roles: [customer] }\n",
+        );
+        let request = write(dir.path(), "request.json", request().to_string().as_bytes());
+        let evidence = write(dir.path(), "evidence.json", evidence().to_string().as_bytes());
+        let args = CompileArgs {
+            pack: pack.display().to_string(),
+            run,
+            request,
+            evidence: Some(evidence),
+            memory: None,
+            target: Target::Raw,
+            explain: false,
+            json_errors: false,
+            registry: None,
+            model: None,
+            max_tokens: 1024,
+        };
+        (dir, args)
+    }
+
+    #[test]
+    fn raw_output_is_canonical_and_stable() {
+        let (_dir, args) = setup();
+        let a = execute(&args).unwrap();
+        assert!(a.ends_with("}\n") && !a.contains("\n  "));
+        assert_eq!(a, execute(&args).unwrap());
+        let v: Value = serde_json::from_str(&a).unwrap();
+        assert_eq!(v["format"], "ctxpack.compiled/v1");
+    }
+
+    #[test]
+    fn provider_targets_and_explain() {
+        let (_dir, mut args) = setup();
+        args.target = Target::Anthropic;
+        let v: Value = serde_json::from_str(&execute(&args).unwrap()).unwrap();
+        assert_eq!(v["max_tokens"], 1024);
+        args.target = Target::Openai;
+        args.model = Some("gpt-4o".into());
+        let v: Value = serde_json::from_str(&execute(&args).unwrap()).unwrap();
+        assert_eq!(v["model"], "gpt-4o");
+        args.explain = true;
+        let text = execute(&args).unwrap();
+        assert!(text.contains("evidence") && text.contains("large_refunds") && text.contains("prohibited_by_pack"));
+    }
+
+    #[test]
+    fn exit_codes() {
+        let (dir, args) = setup();
+        let code = |args: &CompileArgs| execute(args).unwrap_err().exit_code;
+        let mut a = args.clone();
+        a.run = dir.path().join("missing.json");
+        assert_eq!(code(&a), 3);
+        let mut a = args.clone();
+        a.request = write(dir.path(), "bad.json", b"{not json");
+        assert_eq!(code(&a), 3);
+        let mut a = args.clone();
+        a.request = write(dir.path(), "shape.json", br#"{"request_id": 5}"#);
+        assert_eq!(code(&a), 4);
+        // A tampered artifact fails verification.
+        let mut bytes = pack().canonical_bytes();
+        let at = bytes.windows(5).position(|w| w == b"ACME'").unwrap();
+        bytes[at] = b'X';
+        let mut a = args.clone();
+        a.pack = write(dir.path(), "tampered.json", &bytes).display().to_string();
+        let e = execute(&a).unwrap_err();
+        assert_eq!((e.exit_code, e.kind), (4, "invalid_artifact"));
+        // Registry references must be pinned.
+        let mut a = args.clone();
+        a.registry = Some(dir.path().join("registry"));
+        a.pack = "acme/support-agent".into();
+        assert_eq!(code(&a), 4);
+        a.pack = "acme/support-agent@1.4.0".into();
+        assert_eq!(code(&a), 3);
+        write(dir.path(), "registry/acme/support-agent/1.4.0.json", &pack().canonical_bytes());
+        assert!(execute(&a).is_ok());
+        // A refusal by the pack is exit 5 and names the policy.
+        let mut lib = pack();
+        lib.policies.insert(0, policy("broken", 200, true, failing_condition(), vec![]));
+        let mut a = args.clone();
+        a.pack = write(dir.path(), "broken.json", &lib.canonical_bytes()).display().to_string();
+        let e = execute(&a).unwrap_err();
+        assert_eq!((e.exit_code, e.kind, e.policy.as_deref()), (5, "policy_eval_error", Some("broken")));
+    }
+
+    #[test]
+    fn pack_tests_report_each_case() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "packs/pack.json", &pack().canonical_bytes());
+        write(dir.path(), "packs/evidence/many.json", evidence().to_string().as_bytes());
+        let yaml = r#"
+pack: pack.json
+defaults:
+  run: { run_id: t, safety_mode: supervised, user: { roles: [customer] } }
+  request: { request_id: t, channel: web, locale: en-US,
+             context: { user: { tier: pro, age: 34 }, flags: [] } }
+cases:
+  - name: minors are refused on the phone
+    request: { intent: refund, channel: voice, message: "refund please",
+               context: { user: { age: 16 } } }
+    expect: { must_refuse: true, redactions: [email] }
+  - name: autonomous runs never see the refund tool
+    run: { safety_mode: autonomous }
+    request: { intent: refund, message: "refund order 7" }
+    expect: { tools: [lookup_order], fallback_used: false }
+  - name: evidence is included
+    request: { intent: refund, message: "why?" }
+    evidence: evidence/many.json
+    expect: { dropped: { evidence: [] }, contains: ["Refunds take 5 days."] }
+  - name: bad context is an error
+    request: { intent: refund, message: "x", context: { user: { age: "old" } } }
+    expect: { error: invalid_input }
+  - name: a deliberately wrong expectation
+    request: { intent: refund, message: "x" }
+    expect: { tools: [issue_refund], must_escalate: true }
+"#;
+        write(dir.path(), "packs/support.tests.yaml", yaml.as_bytes());
+        let args = TestArgs {
+            paths: vec![dir.path().to_path_buf()],
+        };
+        let report = pack_test::execute(&args, &|_| Err("no sources".into()));
+        let out = &report.stdout;
+        assert_eq!(report.exit_code, 1, "{out}\n{}", report.stderr);
+        assert!(out.contains(":: minors are refused on the phone\n"), "{out}");
+        assert!(out.lines().filter(|l| l.starts_with("ok  ")).count() == 4, "{out}");
+        assert!(out.contains("FAIL "), "{out}");
+        assert!(out.contains(r#"    tools: expected ["issue_refund"], actual ["issue_refund", "lookup_order"]"#), "{out}");
+        assert!(out.contains("    must_escalate: expected true, actual false"), "{out}");
+        assert!(out.ends_with("4 passed, 1 failed\n"), "{out}");
+
+        // An invalid test file is exit 4; a missing pack is exit 3.
+        write(dir.path(), "packs/typo.tests.yaml", b"pack: pack.json\ncases:\n  - name: x\n    expect: { must_refuse: true, tols: [] }\n");
+        assert_eq!(pack_test::execute(&args, &|_| Err("no".into())).exit_code, 4);
+        std::fs::remove_file(dir.path().join("packs/typo.tests.yaml")).unwrap();
+        write(dir.path(), "packs/missing.tests.yaml", b"pack: nope.json\ncases: []\n");
+        assert_eq!(pack_test::execute(&args, &|_| Err("no".into())).exit_code, 3);
+    }
+}

@@ -92,6 +92,24 @@ pub fn run(args: &TestArgs) -> i32 {
 
 /// Runs the tests; `load_source` builds a `.ctxpack` source into an artifact.
 pub fn run_with_loader(args: &TestArgs, load_source: &dyn Fn(&Path) -> Result<Artifact, String>) -> i32 {
+    let report = execute(args, load_source);
+    anstream::print!("{}", report.stdout);
+    anstream::eprint!("{}", report.stderr);
+    report.exit_code
+}
+
+/// What a test run printed and its exit code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestReport {
+    pub stdout: String,
+    pub stderr: String,
+    pub exit_code: i32,
+}
+
+/// Runs the tests and returns the report instead of printing it.
+pub fn execute(args: &TestArgs, load_source: &dyn Fn(&Path) -> Result<Artifact, String>) -> TestReport {
+    use std::fmt::Write as _;
+    let (mut stdout, mut stderr) = (String::new(), String::new());
     let roots = if args.paths.is_empty() {
         vec![PathBuf::from(".")]
     } else {
@@ -105,7 +123,7 @@ pub fn run_with_loader(args: &TestArgs, load_source: &dyn Fn(&Path) -> Result<Ar
         } else if root.is_file() {
             files.push(root.clone());
         } else {
-            anstream::eprintln!("error: `{}`: no such file or directory", root.display());
+            let _ = writeln!(stderr, "error: `{}`: no such file or directory", root.display());
             worst_file_error = worst_file_error.max(3);
         }
     }
@@ -117,29 +135,34 @@ pub fn run_with_loader(args: &TestArgs, load_source: &dyn Fn(&Path) -> Result<Ar
                 for (name, failures) in results {
                     if failures.is_empty() {
                         passed += 1;
-                        anstream::println!("ok   {} :: {name}", file.display());
+                        let _ = writeln!(stdout, "ok  {} :: {name}", file.display());
                     } else {
                         failed += 1;
-                        anstream::println!("FAIL {} :: {name}", file.display());
+                        let _ = writeln!(stdout, "FAIL {} :: {name}", file.display());
                         for f in failures {
-                            anstream::println!("    {f}");
+                            let _ = writeln!(stdout, "    {f}");
                         }
                     }
                 }
             }
             Err(e) => {
-                anstream::eprintln!("error: {}: {}", file.display(), e.message);
+                let _ = writeln!(stderr, "error: {}: {}", file.display(), e.message);
                 worst_file_error = worst_file_error.max(e.exit_code);
             }
         }
     }
-    anstream::println!("{passed} passed, {failed} failed");
-    if worst_file_error != 0 {
+    let _ = writeln!(stdout, "{passed} passed, {failed} failed");
+    let exit_code = if worst_file_error != 0 {
         worst_file_error
     } else if failed > 0 {
         1
     } else {
         0
+    };
+    TestReport {
+        stdout,
+        stderr,
+        exit_code,
     }
 }
 
