@@ -18,6 +18,7 @@ pub mod diagnostic;
 pub mod imports;
 pub mod ir;
 pub mod lower;
+pub mod runtime;
 pub mod span;
 pub mod syntax;
 pub mod tokens;

@@ -2,7 +2,10 @@
 //! work lives in the library (`ctxpack::commands`).
 
 use clap::{Parser, Subcommand};
-use ctxpack::commands::{self, build::BuildArgs, check::CheckArgs, exit, verify::VerifyArgs};
+use ctxpack::commands::{
+    self, build::BuildArgs, check::CheckArgs, compile::CompileArgs, exit, test::TestArgs,
+    verify::VerifyArgs,
+};
 
 /// ctxpack — review, version and reproduce the context of LLM agents like code.
 ///
@@ -39,6 +42,16 @@ enum Command {
     ///
     /// Exit codes: 0 verified, 3 unreadable or not JSON, 4 hash mismatch or unknown format.
     Verify(VerifyArgs),
+    /// Compile a pinned artifact plus one request's inputs into a compiled context.
+    ///
+    /// Exit codes: 0 compiled (even when the pack says to refuse: that is a control
+    /// for the host), 2 usage, 3 unreadable input, 4 invalid input, 5 refused by the
+    /// pack (policy_eval_error, budget_exhausted, overflow error).
+    Compile(CompileArgs),
+    /// Run the `*.tests.yaml` cases beside packs and report `N passed, N failed`.
+    ///
+    /// Exit codes: 0 all passed, 1 a case failed, 3/4 a test file is unreadable or invalid.
+    Test(TestArgs),
     /// Explain a diagnostic code: what it means, why it matters, an example and the fix.
     ///
     /// Without a code, lists every code.
@@ -65,6 +78,8 @@ fn main() {
         Command::Check(args) => commands::check::run(args),
         Command::Build(args) => commands::build::run(args),
         Command::Verify(args) => commands::verify::run(args),
+        Command::Compile(args) => commands::compile::run(args),
+        Command::Test(args) => commands::test::run(args),
         Command::Explain { code } => commands::explain::run(code.as_deref()),
     };
     std::process::exit(code);

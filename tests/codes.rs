@@ -30,7 +30,8 @@ fn walk(dir: &Path, out: &mut BTreeSet<String>) {
 #[test]
 fn every_emitted_code_is_registered() {
     for code in emitted_codes() {
-        let info = ctxpack::codes::lookup(&code).unwrap_or_else(|| panic!("{code} is emitted but not registered"));
+        let info = ctxpack::codes::lookup(&code)
+            .unwrap_or_else(|| panic!("{code} is emitted but not registered"));
         assert!(info.page().contains(&code));
     }
 }
@@ -42,6 +43,10 @@ fn every_language_code_is_emitted() {
         if info.code.starts_with('R') {
             continue; // runtime codes live in the compiled envelope
         }
-        assert!(emitted.contains(info.code), "{} is registered but never emitted", info.code);
+        assert!(
+            emitted.contains(info.code),
+            "{} is registered but never emitted",
+            info.code
+        );
     }
 }
