@@ -149,7 +149,7 @@ fn check_sarif_and_github_formats() {
     let text = stdout(&out);
     let line = text.lines().next().unwrap();
     assert!(line.starts_with("::error file="), "{line}");
-    assert!(line.contains(",line=4,col=21,"), "{line}");
+    assert!(line.contains(",line=4,col=21::"), "{line}");
     assert!(line.contains("::[E0102] unknown tool `nope`"), "{line}");
 }
 
