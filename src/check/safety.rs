@@ -130,7 +130,13 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
                 ),
             );
         }
+        let intent_broken = pack
+            .broken
+            .iter()
+            .any(|d| d.kind == crate::ir::SymbolKind::Intent);
         if !pack.library
+            && !intent_broken
+            && !pack.unresolved_imports
             && !prohibited.contains(tool.name.as_str())
             && !pack
                 .intents

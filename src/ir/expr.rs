@@ -122,7 +122,8 @@ impl Checker<'_> {
     }
 
     fn unknown_path(&mut self, path: &str, span: Span) {
-        if self.pack.unresolved_imports && path.starts_with("ctx.") {
+        if (self.pack.unresolved_imports || self.pack.unresolved_fields) && path.starts_with("ctx.")
+        {
             return;
         }
         let candidates = all_paths(self.pack);

@@ -94,6 +94,8 @@ pub struct Pack {
     /// An import failed to resolve; unknown names may come from it, so they are not
     /// reported.
     pub unresolved_imports: bool,
+    /// A `context` block failed to parse; uses of its fields are not reported.
+    pub unresolved_fields: bool,
     pub(crate) field_index: HashMap<String, usize>,
     /// Every declared (kind, name), broken items included; filled by [`build`].
     pub(crate) symbols: HashSet<(SymbolKind, String)>,
