@@ -332,6 +332,14 @@ impl Checker<'_> {
                 }
             }
             CmpOp::In => match r {
+                Ty::List(_) if matches!(&strip(lhs).kind, ExprKind::Path(p) if p == "request.intent") => {
+                    // `request.intent in ["a", "b"]`: each name must be a declared intent.
+                    if let ExprKind::List(items) = &strip(rhs).kind {
+                        for item in items {
+                            self.intent_literal(lhs, item);
+                        }
+                    }
+                }
                 Ty::List(item) => {
                     if let ExprKind::List(items) = &strip(rhs).kind {
                         if let Ty::Enum(_) = l {
