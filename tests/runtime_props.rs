@@ -7,7 +7,9 @@ use ctxpack::runtime::*;
 use proptest::prelude::*;
 use serde_json::json;
 
-const NAMES: [&str; 6] = ["business", "evidence", "memory", "policy", "session", "tools"];
+const NAMES: [&str; 6] = [
+    "business", "evidence", "memory", "policy", "session", "tools",
+];
 
 fn text(s: &str) -> Template {
     Template {

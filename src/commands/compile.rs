@@ -165,7 +165,11 @@ fn pretty(value: &Value) -> String {
 /// missing, unreadable or unparseable.
 pub fn read_document(path: &Path) -> Result<Value, CliError> {
     let bytes = std::fs::read(path).map_err(|e| {
-        CliError::new("unreadable_input", 3, format!("cannot read `{}`: {e}", path.display()))
+        CliError::new(
+            "unreadable_input",
+            3,
+            format!("cannot read `{}`: {e}", path.display()),
+        )
     })?;
     parse_document(path, &bytes)
 }
@@ -197,9 +201,10 @@ fn parse_reference(s: &str) -> Option<(&str, &str, Option<&str>)> {
     };
     let (scope, name) = name_part.split_once('/')?;
     let part_ok = |p: &str| {
-        p.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-            && p
-                .bytes()
+        p.bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            && p.bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
     };
     (part_ok(scope) && part_ok(name)).then_some((scope, name, version))
@@ -215,7 +220,9 @@ pub fn load_pack(pack: &str, registry: &Path) -> Result<Artifact, CliError> {
             return Err(CliError::new(
                 "unpinned_pack",
                 4,
-                format!("unpinned pack reference `{pack}`: name an exact version, e.g. `{pack}@1.0.0`"),
+                format!(
+                    "unpinned pack reference `{pack}`: name an exact version, e.g. `{pack}@1.0.0`"
+                ),
             ));
         };
         // The version becomes a file name, so it must be a real semantic version (which
@@ -227,12 +234,18 @@ pub fn load_pack(pack: &str, registry: &Path) -> Result<Artifact, CliError> {
                 format!("`{version}` in `{pack}` is not a semantic version"),
             ));
         }
-        let path = registry.join(scope).join(name).join(format!("{version}.json"));
+        let path = registry
+            .join(scope)
+            .join(name)
+            .join(format!("{version}.json"));
         if !path.is_file() {
             return Err(CliError::new(
                 "unreadable_input",
                 3,
-                format!("pack `{pack}` is not in the registry (looked for `{}`)", path.display()),
+                format!(
+                    "pack `{pack}` is not in the registry (looked for `{}`)",
+                    path.display()
+                ),
             ));
         }
         path
@@ -244,10 +257,18 @@ pub fn load_pack(pack: &str, registry: &Path) -> Result<Artifact, CliError> {
         ));
     };
     let bytes = std::fs::read(&path).map_err(|e| {
-        CliError::new("unreadable_input", 3, format!("cannot read `{}`: {e}", path.display()))
+        CliError::new(
+            "unreadable_input",
+            3,
+            format!("cannot read `{}`: {e}", path.display()),
+        )
     })?;
     verify_bytes(&bytes).map_err(|e| CliError {
-        kind: if e.exit_code() == 3 { "unparseable_input" } else { "invalid_artifact" },
+        kind: if e.exit_code() == 3 {
+            "unparseable_input"
+        } else {
+            "invalid_artifact"
+        },
         message: format!("`{}`: {e}", path.display()),
         exit_code: e.exit_code(),
         policy: None,
@@ -258,12 +279,20 @@ pub fn load_pack(pack: &str, registry: &Path) -> Result<Artifact, CliError> {
 pub fn explain(cc: &CompiledContext) -> String {
     let mut out = String::new();
     let b = &cc.budget_report;
-    let _ = writeln!(out, "pack     {}@{} ({})", cc.pack.name, cc.pack.version, cc.pack.hash);
+    let _ = writeln!(
+        out,
+        "pack     {}@{} ({})",
+        cc.pack.name, cc.pack.version, cc.pack.hash
+    );
     let _ = writeln!(
         out,
         "intent   {}{}",
         cc.intent.name,
-        if cc.intent.fallback_used { " (fallback)" } else { "" }
+        if cc.intent.fallback_used {
+            " (fallback)"
+        } else {
+            ""
+        }
     );
     let _ = writeln!(
         out,
@@ -281,23 +310,49 @@ pub fn explain(cc: &CompiledContext) -> String {
         let _ = writeln!(out, "gates    {}", rc.approval_gates_active.join(", "));
     }
     if !rc.redaction_rules_active.is_empty() {
-        let names: Vec<&str> = rc.redaction_rules_active.iter().map(|r| r.name.as_str()).collect();
+        let names: Vec<&str> = rc
+            .redaction_rules_active
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect();
         let _ = writeln!(out, "redact   {}", names.join(", "));
     }
 
     let mut buckets = Table::new();
     buckets.load_preset(UTF8_FULL_CONDENSED);
-    buckets.set_header(["bucket", "allocated", "used", "kept", "truncated", "dropped"]);
-    let names: std::collections::BTreeSet<&String> =
-        b.allocations.keys().chain(b.dropped_block_ids.keys()).collect();
+    buckets.set_header([
+        "bucket",
+        "allocated",
+        "used",
+        "kept",
+        "truncated",
+        "dropped",
+    ]);
+    let names: std::collections::BTreeSet<&String> = b
+        .allocations
+        .keys()
+        .chain(b.dropped_block_ids.keys())
+        .collect();
     for name in names {
-        let kept = cc.compiled_prompt.context_blocks.iter().filter(|x| &x.bucket == name);
-        let truncated: Vec<&str> = kept.clone().filter(|x| x.truncated).map(|x| x.id.as_str()).collect();
+        let kept = cc
+            .compiled_prompt
+            .context_blocks
+            .iter()
+            .filter(|x| &x.bucket == name);
+        let truncated: Vec<&str> = kept
+            .clone()
+            .filter(|x| x.truncated)
+            .map(|x| x.id.as_str())
+            .collect();
         let dropped = b.dropped_block_ids.get(name).cloned().unwrap_or_default();
         buckets.add_row([
             name.clone(),
             b.allocations.get(name).map_or("-".into(), u64::to_string),
-            b.used_at_compile.get(name).copied().unwrap_or(0).to_string(),
+            b.used_at_compile
+                .get(name)
+                .copied()
+                .unwrap_or(0)
+                .to_string(),
             kept.count().to_string(),
             truncated.join(", "),
             summarize(&dropped),
@@ -327,7 +382,13 @@ pub fn explain(cc: &CompiledContext) -> String {
 
     let mut tools = Table::new();
     tools.load_preset(UTF8_FULL_CONDENSED);
-    tools.set_header(["tool", "surfaced", "approval", "derivation", "withheld because"]);
+    tools.set_header([
+        "tool",
+        "surfaced",
+        "approval",
+        "derivation",
+        "withheld because",
+    ]);
     for t in &cc.manifests.tool_manifest {
         tools.add_row([
             t.name.clone(),
@@ -362,8 +423,14 @@ mod tests {
 
     #[test]
     fn references() {
-        assert_eq!(parse_reference("acme/support@1.0.0"), Some(("acme", "support", Some("1.0.0"))));
-        assert_eq!(parse_reference("acme/support"), Some(("acme", "support", None)));
+        assert_eq!(
+            parse_reference("acme/support@1.0.0"),
+            Some(("acme", "support", Some("1.0.0")))
+        );
+        assert_eq!(
+            parse_reference("acme/support"),
+            Some(("acme", "support", None))
+        );
         assert_eq!(parse_reference("./pack.json"), None);
         assert_eq!(parse_reference("Acme/x@1"), None);
     }
@@ -372,8 +439,16 @@ mod tests {
     fn unpinned_and_missing_packs() {
         let dir = Path::new("/nonexistent-registry");
         assert_eq!(load_pack("acme/support", dir).unwrap_err().exit_code, 4);
-        assert_eq!(load_pack("acme/support@1.0.0", dir).unwrap_err().exit_code, 3);
-        assert_eq!(load_pack("acme/support@../../x", dir).unwrap_err().exit_code, 4);
+        assert_eq!(
+            load_pack("acme/support@1.0.0", dir).unwrap_err().exit_code,
+            3
+        );
+        assert_eq!(
+            load_pack("acme/support@../../x", dir)
+                .unwrap_err()
+                .exit_code,
+            4
+        );
         assert_eq!(load_pack("missing.json", dir).unwrap_err().exit_code, 3);
     }
 

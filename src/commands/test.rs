@@ -91,7 +91,10 @@ pub fn run(args: &TestArgs) -> i32 {
 }
 
 /// Runs the tests; `load_source` builds a `.ctxpack` source into an artifact.
-pub fn run_with_loader(args: &TestArgs, load_source: &dyn Fn(&Path) -> Result<Artifact, String>) -> i32 {
+pub fn run_with_loader(
+    args: &TestArgs,
+    load_source: &dyn Fn(&Path) -> Result<Artifact, String>,
+) -> i32 {
     let report = execute(args, load_source);
     anstream::print!("{}", report.stdout);
     anstream::eprint!("{}", report.stderr);
@@ -107,7 +110,10 @@ pub struct TestReport {
 }
 
 /// Runs the tests and returns the report instead of printing it.
-pub fn execute(args: &TestArgs, load_source: &dyn Fn(&Path) -> Result<Artifact, String>) -> TestReport {
+pub fn execute(
+    args: &TestArgs,
+    load_source: &dyn Fn(&Path) -> Result<Artifact, String>,
+) -> TestReport {
     use std::fmt::Write as _;
     let (mut stdout, mut stderr) = (String::new(), String::new());
     let roots = if args.paths.is_empty() {
@@ -123,7 +129,11 @@ pub fn execute(args: &TestArgs, load_source: &dyn Fn(&Path) -> Result<Artifact, 
         } else if root.is_file() {
             files.push(root.clone());
         } else {
-            let _ = writeln!(stderr, "error: `{}`: no such file or directory", root.display());
+            let _ = writeln!(
+                stderr,
+                "error: `{}`: no such file or directory",
+                root.display()
+            );
             worst_file_error = worst_file_error.max(3);
         }
     }
@@ -208,15 +218,27 @@ fn load_artifact(
 ) -> Result<Artifact, CliError> {
     if path.extension().and_then(|e| e.to_str()) == Some("ctxpack") {
         if !path.is_file() {
-            return Err(CliError::new("unreadable_input", 3, format!("pack `{}` not found", path.display())));
+            return Err(CliError::new(
+                "unreadable_input",
+                3,
+                format!("pack `{}` not found", path.display()),
+            ));
         }
         return load_source(path).map_err(|m| CliError::new("invalid_pack", 4, m));
     }
     let bytes = std::fs::read(path).map_err(|e| {
-        CliError::new("unreadable_input", 3, format!("cannot read pack `{}`: {e}", path.display()))
+        CliError::new(
+            "unreadable_input",
+            3,
+            format!("cannot read pack `{}`: {e}", path.display()),
+        )
     })?;
     verify_bytes(&bytes).map_err(|e| {
-        CliError::new("invalid_artifact", e.exit_code(), format!("pack `{}`: {e}", path.display()))
+        CliError::new(
+            "invalid_artifact",
+            e.exit_code(),
+            format!("pack `{}`: {e}", path.display()),
+        )
     })
 }
 
@@ -236,8 +258,13 @@ fn run_file(
 ) -> Result<Vec<(String, Vec<String>)>, CliError> {
     let bytes = std::fs::read(file)
         .map_err(|e| CliError::new("unreadable_input", 3, format!("cannot read: {e}")))?;
-    let doc = parse_document(Path::new("tests.yaml"), &bytes)
-        .map_err(|e| CliError::new(e.kind, e.exit_code, e.message.replace("`tests.yaml`", "file")))?;
+    let doc = parse_document(Path::new("tests.yaml"), &bytes).map_err(|e| {
+        CliError::new(
+            e.kind,
+            e.exit_code,
+            e.message.replace("`tests.yaml`", "file"),
+        )
+    })?;
     let spec: TestFile = serde_json::from_value(doc)
         .map_err(|e| CliError::new("invalid_test_file", 4, format!("invalid test file: {e}")))?;
     let dir = file.parent().unwrap_or(Path::new("."));
@@ -253,7 +280,9 @@ fn run_file(
         let memory = list_input(merge(&get("memory"), &case.memory), dir)?;
         let outcome = match &prepared {
             Err(e) => Err(e.clone()),
-            Ok(pack) => decode_inputs(run, request, evidence, memory).and_then(|i| pack.compile(&i)),
+            Ok(pack) => {
+                decode_inputs(run, request, evidence, memory).and_then(|i| pack.compile(&i))
+            }
         };
         results.push((case.name, check(&case.expect, &outcome)));
     }
@@ -270,11 +299,16 @@ fn check(expect: &Expect, outcome: &Result<CompiledContext, CompileError>) -> Ve
     let cc = match (outcome, &expect.error) {
         (Err(e), Some(kind)) if e.kind() == kind => return Vec::new(),
         (Err(e), Some(kind)) => {
-            return vec![format!("error: expected `{kind}`, actual `{}` ({e})", e.kind())]
+            return vec![format!(
+                "error: expected `{kind}`, actual `{}` ({e})",
+                e.kind()
+            )]
         }
         (Err(e), None) => return vec![format!("compile failed: {} ({})", e, e.kind())],
         (Ok(_), Some(kind)) => {
-            return vec![format!("error: expected `{kind}`, actual: the compile succeeded")]
+            return vec![format!(
+                "error: expected `{kind}`, actual: the compile succeeded"
+            )]
         }
         (Ok(cc), None) => cc,
     };
@@ -289,7 +323,11 @@ fn check(expect: &Expect, outcome: &Result<CompiledContext, CompileError>) -> Ve
     let rc = &cc.runtime_controls;
     flag("must_refuse", expect.must_refuse, rc.must_refuse);
     flag("must_escalate", expect.must_escalate, rc.must_escalate);
-    flag("fallback_used", expect.fallback_used, cc.intent.fallback_used);
+    flag(
+        "fallback_used",
+        expect.fallback_used,
+        cc.intent.fallback_used,
+    );
     let mut set = |name: &str, expected: &Option<Vec<String>>, actual: Vec<String>| {
         if let Some(e) = expected {
             let (e, a) = (sorted(e.clone()), sorted(actual));
@@ -306,15 +344,27 @@ fn check(expect: &Expect, outcome: &Result<CompiledContext, CompileError>) -> Ve
         .map(|t| t.name.clone())
         .collect();
     set("tools", &expect.tools, surfaced);
-    set("approval_gates", &expect.approval_gates, rc.approval_gates_active.clone());
+    set(
+        "approval_gates",
+        &expect.approval_gates,
+        rc.approval_gates_active.clone(),
+    );
     set(
         "redactions",
         &expect.redactions,
-        rc.redaction_rules_active.iter().map(|r| r.name.clone()).collect(),
+        rc.redaction_rules_active
+            .iter()
+            .map(|r| r.name.clone())
+            .collect(),
     );
     if let Some(dropped) = &expect.dropped {
         for (bucket, ids) in dropped {
-            let actual = cc.budget_report.dropped_block_ids.get(bucket).cloned().unwrap_or_default();
+            let actual = cc
+                .budget_report
+                .dropped_block_ids
+                .get(bucket)
+                .cloned()
+                .unwrap_or_default();
             set(&format!("dropped.{bucket}"), &Some(ids.clone()), actual);
         }
     }
@@ -322,7 +372,9 @@ fn check(expect: &Expect, outcome: &Result<CompiledContext, CompileError>) -> Ve
         let prompt = cc.prompt_text();
         for n in needles {
             if !prompt.contains(n.as_str()) {
-                failures.push(format!("contains: expected the prompt to contain {n:?}, actual: not found"));
+                failures.push(format!(
+                    "contains: expected the prompt to contain {n:?}, actual: not found"
+                ));
             }
         }
     }
@@ -338,6 +390,9 @@ mod tests {
     fn deep_merge_objects_replace_lists() {
         let base = json!({"a": {"x": 1, "y": [1, 2]}, "b": 1});
         let over = json!({"a": {"y": [3]}, "c": 2});
-        assert_eq!(merge(&base, &over), json!({"a": {"x": 1, "y": [3]}, "b": 1, "c": 2}));
+        assert_eq!(
+            merge(&base, &over),
+            json!({"a": {"x": 1, "y": [3]}, "b": 1, "c": 2})
+        );
     }
 }

@@ -62,7 +62,11 @@ pub(crate) fn allocate(
         });
     }
     let r = u128::from(rest - min_sum);
-    let ppm_sum: u128 = shared.iter().map(|b| u128::from(b.share_ppm)).sum::<u128>().min(PPM);
+    let ppm_sum: u128 = shared
+        .iter()
+        .map(|b| u128::from(b.share_ppm))
+        .sum::<u128>()
+        .min(PPM);
     let mut floors = Vec::with_capacity(shared.len());
     let mut floor_sum: u128 = 0;
     for b in &shared {

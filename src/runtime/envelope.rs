@@ -208,11 +208,6 @@ pub struct LedgerBudget {
     pub used: u64,
 }
 
-/// `blake3:<hex>` of some bytes.
-pub(crate) fn blake3_ref(bytes: &[u8]) -> String {
-    format!("blake3:{}", blake3::hash(bytes).to_hex())
-}
-
 impl CompiledContext {
     /// The envelope as a JSON value.
     pub fn to_value(&self) -> Value {

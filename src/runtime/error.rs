@@ -94,12 +94,18 @@ mod tests {
     #[test]
     fn kinds_and_exit_codes() {
         let e = CompileError::input("request.context.user.age", "expected int, found string");
-        assert_eq!(e.to_string(), "request.context.user.age: expected int, found string");
+        assert_eq!(
+            e.to_string(),
+            "request.context.user.age: expected int, found string"
+        );
         assert_eq!((e.kind(), e.exit_code()), ("invalid_input", 4));
         let e = CompileError::PolicyEvalError {
             policy: "p".into(),
             message: "boom".into(),
         };
-        assert_eq!((e.kind(), e.exit_code(), e.policy()), ("policy_eval_error", 5, Some("p")));
+        assert_eq!(
+            (e.kind(), e.exit_code(), e.policy()),
+            ("policy_eval_error", 5, Some("p"))
+        );
     }
 }

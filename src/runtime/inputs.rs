@@ -185,7 +185,10 @@ fn decode_list<T: for<'de> Deserialize<'de>>(
             .collect(),
         Some(other) => Err(CompileError::input(
             path,
-            format!("expected a list, found {}", super::validate::json_kind(&other)),
+            format!(
+                "expected a list, found {}",
+                super::validate::json_kind(&other)
+            ),
         )),
     }
 }
@@ -214,7 +217,11 @@ mod tests {
     fn shape_errors_name_the_document() {
         let e = decode_inputs(json!({"run_id": "r"}), request(), None, None).unwrap_err();
         assert_eq!(e.exit_code(), 4);
-        assert!(e.to_string().starts_with("run: missing field `safety_mode`"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("run: missing field `safety_mode`"),
+            "{e}"
+        );
         let e = decode_inputs(
             run(),
             request(),
@@ -222,7 +229,11 @@ mod tests {
             None,
         )
         .unwrap_err();
-        assert!(e.to_string().starts_with("evidence[0]: unknown field `scroe`"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("evidence[0]: unknown field `scroe`"),
+            "{e}"
+        );
         let e = decode_inputs(
             json!({"run_id": "r", "safety_mode": "yolo"}),
             request(),

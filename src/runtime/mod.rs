@@ -35,6 +35,7 @@ pub mod template;
 pub mod tools;
 pub mod validate;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};
 
@@ -45,13 +46,13 @@ use serde_json::{json, Value};
 use crate::artifact::{Artifact, Budget, Effect, Prompts, PPM};
 use crate::tokens::{self, TokenCache, Tokenizer};
 
-use assemble::{escape_attr, escape_lane_content, BucketPlan, Candidate};
+use assemble::{escape_attr, BucketPlan, Candidate, Lane};
 use budget::BucketSpec;
 pub use envelope::*;
 pub use error::CompileError;
 pub use inputs::{
-    decode_inputs, CompileInputs, Evidence, InvokeRequest, MemoryItem, Role, RunBudget,
-    RunContext, RunUser, Turn,
+    decode_inputs, CompileInputs, Evidence, InvokeRequest, MemoryItem, Role, RunBudget, RunContext,
+    RunUser, Turn,
 };
 pub use tools::{CapabilityMetadata, ToolManifestEntry};
 use validate::SchemaNode;
@@ -75,7 +76,10 @@ pub struct PreparedPack {
 impl std::fmt::Debug for PreparedPack {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PreparedPack")
-            .field("pack", &format!("{}@{}", self.artifact.name, self.artifact.version))
+            .field(
+                "pack",
+                &format!("{}@{}", self.artifact.name, self.artifact.version),
+            )
             .field("hash", &self.pack_hash)
             .finish_non_exhaustive()
     }
@@ -184,28 +188,34 @@ impl PreparedPack {
             .stats()
     }
 
-    fn count(&self, kind: Tokenizer, text: &str) -> usize {
-        let key = TokenCache::key(text);
+    fn cached(&self, kind: Tokenizer, key: &[u8; 32]) -> Option<usize> {
         if kind == self.pack_tokenizer() {
-            if let Some(&n) = self.static_counts.get(&key) {
-                return n;
+            if let Some(&n) = self.static_counts.get(key) {
+                return Some(n);
             }
         }
         // A poisoned lock only means another compile panicked mid-insert; the map is
         // still a valid cache of pure values.
-        if let Some(n) = self
-            .cache
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(kind, &key)
-        {
-            return n;
-        }
-        let n = tokens::count(kind, text);
         self.cache
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .put(kind, key, n);
+            .get(kind, key)
+    }
+
+    fn store(&self, kind: Tokenizer, key: [u8; 32], tokens: usize) {
+        self.cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .put(kind, key, tokens);
+    }
+
+    fn count(&self, kind: Tokenizer, text: &str) -> usize {
+        let key = TokenCache::key(text);
+        if let Some(n) = self.cached(kind, &key) {
+            return n;
+        }
+        let n = tokens::count(kind, text);
+        self.store(kind, key, n);
         n
     }
 
@@ -225,7 +235,8 @@ impl PreparedPack {
         let request = &inputs.request;
 
         // Stage 1: intent.
-        let (intent, fallback_used) = intent::resolve(&artifact.intents, request.intent.as_deref())?;
+        let (intent, fallback_used) =
+            intent::resolve(&artifact.intents, request.intent.as_deref())?;
 
         // The data every condition and template sees.
         let ctx = match &request.context {
@@ -281,19 +292,19 @@ impl PreparedPack {
         }
         let active: Vec<(&str, &(String, Regex))> = redact
             .iter()
-            .filter_map(|n| self.redactors.get_key_value(*n).map(|(k, v)| (k.as_str(), v)))
+            .filter_map(|n| {
+                self.redactors
+                    .get_key_value(*n)
+                    .map(|(k, v)| (k.as_str(), v))
+            })
             .collect();
-        let redact_text = |text: &str| -> String {
-            let mut out = text.to_owned();
-            for (name, (_, re)) in &active {
-                if re.is_match(&out) {
-                    out = re
-                        .replace_all(&out, format!("[REDACTED:{name}]").as_str())
-                        .into_owned();
-                }
-            }
-            out
-        };
+        // What the active redactors are, as part of every lane block's cache key: the
+        // same content renders differently when a different set is active.
+        let mut redaction_key = Vec::new();
+        for (name, _) in &active {
+            redaction_key.extend_from_slice(name.as_bytes());
+            redaction_key.push(0);
+        }
 
         // Stage 3: tools.
         let (tool_manifest, gates) = tools::surface(artifact, intent, run, &results);
@@ -309,7 +320,12 @@ impl PreparedPack {
             .as_ref()
             .and_then(|b| b.total_tokens)
             .unwrap_or(budget.total);
-        let system = template::render(&prompts.system, &data, "the system prompt", &mut diagnostics);
+        let system = template::render(
+            &prompts.system,
+            &data,
+            "the system prompt",
+            &mut diagnostics,
+        );
         let developer = prompts
             .developer
             .as_ref()
@@ -320,10 +336,14 @@ impl PreparedPack {
             &format!("the task of intent `{}`", intent.name),
             &mut diagnostics,
         );
-        let fixed = [system.as_str(), developer.as_deref().unwrap_or(""), task.as_str()]
-            .iter()
-            .map(|t| self.count(kind, t) as u64)
-            .sum::<u64>();
+        let fixed = [
+            system.as_str(),
+            developer.as_deref().unwrap_or(""),
+            task.as_str(),
+        ]
+        .iter()
+        .map(|t| self.count(kind, t) as u64)
+        .sum::<u64>();
         if fixed > total {
             return Err(CompileError::BudgetExhausted {
                 message: format!(
@@ -353,34 +373,81 @@ impl PreparedPack {
         for b in &artifact.blocks {
             // A block whose bucket is not declared is dropped unrendered.
             let content = if self.bucket_names.contains(&b.bucket) {
-                template::render(&b.text, &data, &format!("block `{}`", b.name), &mut diagnostics)
+                template::render(
+                    &b.text,
+                    &data,
+                    &format!("block `{}`", b.name),
+                    &mut diagnostics,
+                )
             } else {
                 String::new()
             };
-            candidates.push(trusted(&b.name, &b.bucket, BlockSource::Block, &b.name, b.priority, content));
+            candidates.push(trusted(
+                &b.name,
+                &b.bucket,
+                BlockSource::Block,
+                &b.name,
+                b.priority,
+                content,
+            ));
         }
         for p in &fired {
             let mut n = 0;
             for e in &p.effects {
                 if let Effect::Instruct(t) = e {
                     n += 1;
-                    let id = if n == 1 { p.name.clone() } else { format!("{}#{n}", p.name) };
+                    let id = if n == 1 {
+                        p.name.clone()
+                    } else {
+                        format!("{}#{n}", p.name)
+                    };
                     let text = template::render(
                         t,
                         &data,
                         &format!("the instruct of policy `{}`", p.name),
                         &mut diagnostics,
                     );
-                    candidates.push(trusted(&id, "policy", BlockSource::Policy, &p.name, p.priority, text));
+                    candidates.push(trusted(
+                        &id,
+                        "policy",
+                        BlockSource::Policy,
+                        &p.name,
+                        p.priority,
+                        text,
+                    ));
                 }
             }
         }
         for (entry, text) in tool_manifest.iter().zip(&self.tool_texts) {
             if entry.surfaced {
-                candidates.push(trusted(&entry.name, "tools", BlockSource::Tool, &entry.name, 0, text.clone()));
+                candidates.push(trusted(
+                    &entry.name,
+                    "tools",
+                    BlockSource::Tool,
+                    &entry.name,
+                    0,
+                    text.clone(),
+                ));
             }
         }
-        for e in &inputs.evidence {
+        // The BLAKE3 of every caller content, computed once: the ledger records it and
+        // lane blocks derive their cache keys from it.
+        let evidence_hashes: Vec<blake3::Hash> = inputs
+            .evidence
+            .iter()
+            .map(|e| blake3::hash(e.content.as_bytes()))
+            .collect();
+        let memory_hashes: Vec<blake3::Hash> = inputs
+            .memory
+            .iter()
+            .map(|m| blake3::hash(m.content.as_bytes()))
+            .collect();
+        for (e, hash) in inputs.evidence.iter().zip(&evidence_hashes) {
+            let prefix = format!(
+                "<evidence id=\"{}\" source=\"{}\">",
+                escape_attr(&e.id),
+                escape_attr(&e.source)
+            );
             candidates.push(Candidate {
                 id: e.id.clone(),
                 bucket: "evidence".into(),
@@ -390,16 +457,15 @@ impl PreparedPack {
                 priority: 0,
                 score: e.score,
                 turn: None,
-                prefix: format!(
-                    "<evidence id=\"{}\" source=\"{}\">",
-                    escape_attr(&e.id),
-                    escape_attr(&e.source)
-                ),
-                content: escape_lane_content(&redact_text(&e.content)),
+                key: lane_key(&prefix, hash, "</evidence>", &redaction_key),
+                prefix,
+                raw: Cow::Borrowed(&e.content),
+                lane: Lane::Redacted { escape: true },
                 suffix: "</evidence>",
             });
         }
-        for m in &inputs.memory {
+        for (m, hash) in inputs.memory.iter().zip(&memory_hashes) {
+            let prefix = format!("<memory id=\"{}\">", escape_attr(&m.id));
             candidates.push(Candidate {
                 id: m.id.clone(),
                 bucket: "memory".into(),
@@ -409,21 +475,26 @@ impl PreparedPack {
                 priority: 0,
                 score: m.score,
                 turn: None,
-                prefix: format!("<memory id=\"{}\">", escape_attr(&m.id)),
-                content: escape_lane_content(&redact_text(&m.content)),
+                key: lane_key(&prefix, hash, "</memory>", &redaction_key),
+                prefix,
+                raw: Cow::Borrowed(&m.content),
+                lane: Lane::Redacted { escape: true },
                 suffix: "</memory>",
             });
         }
         // A turn's id is the BLAKE3 of its content as supplied; a repeated content
         // ("ok", "thanks") gets `#2`, `#3`, ... so that every id names one turn.
-        let mut seen_turns: HashMap<String, usize> = HashMap::new();
+        let mut seen_turns: HashMap<blake3::Hash, usize> = HashMap::new();
         for (i, t) in request.history.iter().enumerate() {
-            let content = redact_text(&t.content);
-            let prefix = format!("{}: ", t.role.as_str());
-            let hash = envelope::blake3_ref(t.content.as_bytes());
-            let n = seen_turns.entry(hash.clone()).or_insert(0);
+            let hash = blake3::hash(t.content.as_bytes());
+            let n = seen_turns.entry(hash).or_insert(0);
             *n += 1;
-            let id = if *n == 1 { hash } else { format!("{hash}#{n}") };
+            let id = if *n == 1 {
+                format!("blake3:{}", hash.to_hex())
+            } else {
+                format!("blake3:{}#{n}", hash.to_hex())
+            };
+            let prefix = format!("{}: ", t.role.as_str());
             candidates.push(Candidate {
                 id,
                 bucket: "session".into(),
@@ -433,8 +504,10 @@ impl PreparedPack {
                 priority: 0,
                 score: 0.0,
                 turn: Some((i, t.role)),
+                key: lane_key(&prefix, &hash, "", &redaction_key),
                 prefix,
-                content,
+                raw: Cow::Borrowed(&t.content),
+                lane: Lane::Redacted { escape: false },
                 suffix: "",
             });
         }
@@ -448,8 +521,12 @@ impl PreparedPack {
                 allocation: allocations.get(&b.name).copied().unwrap_or(0),
             })
             .collect();
-        let count = |text: &str| self.count(kind, text);
-        let assembly = assemble::assemble(&plans, candidates, kind, &count)?;
+        let counter = RunCounter {
+            pack: self,
+            kind,
+            active: &active,
+        };
+        let assembly = assemble::assemble(&plans, candidates, &counter)?;
 
         // Stage 8: manifests, controls and ledger.
         let policy_manifest = artifact
@@ -472,26 +549,29 @@ impl PreparedPack {
             .evidence
             .iter()
             .filter_map(|(id, included, truncated)| {
-                evidence_by_id.get(id.as_str()).map(|e| EvidenceManifestEntry {
-                    id: e.id.clone(),
-                    source: e.source.clone(),
-                    score: e.score,
-                    hops: e.hops,
-                    included: *included,
-                    truncated: *truncated,
-                })
+                evidence_by_id
+                    .get(id.as_str())
+                    .map(|e| EvidenceManifestEntry {
+                        id: e.id.clone(),
+                        source: e.source.clone(),
+                        score: e.score,
+                        hops: e.hops,
+                        included: *included,
+                        truncated: *truncated,
+                    })
             })
             .collect();
         let used: u64 = fixed + assembly.used.values().sum::<u64>();
         let mut bundles: Vec<String> = artifact.policies.iter().map(|p| p.bundle.clone()).collect();
         bundles.sort();
         bundles.dedup();
-        let ledger_items = |items: Vec<(&str, &str)>| {
-            let mut v: Vec<LedgerItem> = items
+        let ledger_items = |ids: Vec<&str>, hashes: &[blake3::Hash]| {
+            let mut v: Vec<LedgerItem> = ids
                 .into_iter()
-                .map(|(id, content)| LedgerItem {
+                .zip(hashes)
+                .map(|(id, hash)| LedgerItem {
                     id: id.to_owned(),
-                    blake3: envelope::blake3_ref(content.as_bytes()),
+                    blake3: format!("blake3:{}", hash.to_hex()),
                 })
                 .collect();
             v.sort_by(|a, b| a.id.cmp(&b.id));
@@ -559,10 +639,12 @@ impl PreparedPack {
                 },
                 tool: surfaced,
                 evidence: ledger_items(
-                    inputs.evidence.iter().map(|e| (e.id.as_str(), e.content.as_str())).collect(),
+                    inputs.evidence.iter().map(|e| e.id.as_str()).collect(),
+                    &evidence_hashes,
                 ),
                 memory: ledger_items(
-                    inputs.memory.iter().map(|m| (m.id.as_str(), m.content.as_str())).collect(),
+                    inputs.memory.iter().map(|m| m.id.as_str()).collect(),
+                    &memory_hashes,
                 ),
                 budget: LedgerBudget {
                     total,
@@ -586,7 +668,7 @@ fn trusted(
     origin: &str,
     priority: i64,
     text: String,
-) -> Candidate {
+) -> Candidate<'static> {
     Candidate {
         id: id.to_owned(),
         bucket: bucket.to_owned(),
@@ -596,9 +678,65 @@ fn trusted(
         priority,
         score: 0.0,
         turn: None,
+        // A plain block's text is its content, so its key is the text's own hash.
+        key: TokenCache::key(&text),
         prefix: String::new(),
-        content: text,
+        raw: Cow::Owned(text),
+        lane: Lane::Plain,
         suffix: "",
+    }
+}
+
+/// The cache key of a lane block: it determines the text, which is the wrapper around
+/// the content after redaction (by the active set) and escaping.
+fn lane_key(prefix: &str, content: &blake3::Hash, suffix: &str, redaction: &[u8]) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    h.update(b"ctxpack.lane.v1\0");
+    h.update(prefix.as_bytes());
+    h.update(b"\0");
+    h.update(content.as_bytes());
+    h.update(suffix.as_bytes());
+    h.update(b"\0");
+    h.update(redaction);
+    *h.finalize().as_bytes()
+}
+
+/// Token counting for one compile: the pack's caches, the compile's tokenizer and its
+/// active redactors.
+struct RunCounter<'p> {
+    pack: &'p PreparedPack,
+    kind: Tokenizer,
+    active: &'p [(&'p str, &'p (String, Regex))],
+}
+
+impl assemble::Counter for RunCounter<'_> {
+    fn kind(&self) -> Tokenizer {
+        self.kind
+    }
+
+    fn cached(&self, key: &[u8; 32]) -> Option<usize> {
+        self.pack.cached(self.kind, key)
+    }
+
+    fn store(&self, key: [u8; 32], tokens: usize) {
+        self.pack.store(self.kind, key, tokens);
+    }
+
+    fn count(&self, text: &str) -> usize {
+        self.pack.count(self.kind, text)
+    }
+
+    fn redact<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        let mut out = Cow::Borrowed(text);
+        for (name, (_, re)) in self.active {
+            if re.is_match(&out) {
+                let replaced = re
+                    .replace_all(&out, format!("[REDACTED:{name}]").as_str())
+                    .into_owned();
+                out = Cow::Owned(replaced);
+            }
+        }
+        out
     }
 }
 
@@ -613,7 +751,11 @@ fn check_shares(artifact: &Artifact, buckets: &[String]) -> Result<(), CompileEr
     let Some(budget) = &artifact.budget else {
         return Ok(());
     };
-    let pack_sum: u64 = budget.buckets.iter().map(|b| b.share_ppm).fold(0, u64::saturating_add);
+    let pack_sum: u64 = budget
+        .buckets
+        .iter()
+        .map(|b| b.share_ppm)
+        .fold(0, u64::saturating_add);
     if pack_sum > PPM {
         return Err(CompileError::artifact(format!(
             "bucket shares sum to {pack_sum} ppm, over 100%"

@@ -51,7 +51,9 @@ pub(crate) fn compile_conditions(
                     policy: p.name.clone(),
                     message: format!("condition does not compile: {e}"),
                 }),
-                Err(e) => Ok(Condition::Broken(format!("condition does not compile: {e}"))),
+                Err(e) => Ok(Condition::Broken(format!(
+                    "condition does not compile: {e}"
+                ))),
             }
         })
         .collect()
@@ -99,9 +101,8 @@ pub(crate) fn evaluate(
     // The data is parsed into the arena once and shared by every evaluation.
     let text = data.to_string();
     let arena = Bump::new();
-    let parsed = DataValue::from_str(&text, &arena).map_err(|e| {
-        CompileError::artifact(format!("policy data could not be prepared: {e}"))
-    })?;
+    let parsed = DataValue::from_str(&text, &arena)
+        .map_err(|e| CompileError::artifact(format!("policy data could not be prepared: {e}")))?;
     let parsed: &DataValue = arena.alloc(parsed);
     let mut results = Vec::with_capacity(policies.len());
     for (policy, condition) in policies.iter().zip(conditions) {
@@ -178,7 +179,11 @@ mod tests {
         let ps = vec![
             policy("minor", true, json!({"<": [{"var": "ctx.user.age"}, 18]})),
             policy("adult", true, json!({">=": [{"var": "ctx.user.age"}, 18]})),
-            policy("voice", true, json!({"===": [{"var": "request.channel"}, "voice"]})),
+            policy(
+                "voice",
+                true,
+                json!({"===": [{"var": "request.channel"}, "voice"]}),
+            ),
         ];
         let cs = compile_conditions(&engine, &ps).unwrap();
         let mut d = Vec::new();

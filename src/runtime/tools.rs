@@ -109,9 +109,7 @@ pub(crate) fn surface(
                 }
                 _ => (tool.approval, "declared".to_owned()),
             };
-            let listed = |list: &Option<Vec<String>>| {
-                list.as_ref().map(|l| l.contains(&tool.name))
-            };
+            let listed = |list: &Option<Vec<String>>| list.as_ref().map(|l| l.contains(&tool.name));
             let reason = if !intent.tools.contains(&tool.name) {
                 Some("not_permitted_by_intent".to_owned())
             } else if listed(&run.permissions) == Some(false) {

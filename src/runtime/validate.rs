@@ -213,10 +213,7 @@ fn validate_group(
             let names: Vec<&String> = children.keys().collect();
             return Err(CompileError::input(
                 format!("{path}.{key}"),
-                format!(
-                    "unknown context field{}",
-                    did_you_mean(key, &names)
-                ),
+                format!("unknown context field{}", did_you_mean(key, &names)),
             ));
         }
     }
