@@ -1187,3 +1187,20 @@ fn cached_counts_follow_the_active_redactors() {
     }
     assert!(prepared.token_cache_stats().0 > 0);
 }
+
+#[test]
+fn direct_serialization_is_canonical() {
+    for cc in [
+        ok(),
+        compile_with(pack(), |_, q, _, _| {
+            q["context"]["order"]["total"] = json!(900.0)
+        })
+        .unwrap(),
+    ] {
+        assert_eq!(cc.canonical_bytes(), canonical_bytes(&cc.to_value()));
+        // The ledger hash is over the canonical bytes without `context_ledger.hash`.
+        let mut v = cc.to_value();
+        v["context_ledger"].as_object_mut().unwrap().remove("hash");
+        assert_eq!(cc.context_ledger.hash, content_hash(&v));
+    }
+}
