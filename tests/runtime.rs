@@ -1165,3 +1165,42 @@ cases:
         );
     }
 }
+
+#[test]
+fn cached_counts_follow_the_active_redactors() {
+    let mut a = pack();
+    for p in a.policies.iter_mut().filter(|p| p.name == "pii") {
+        p.when = json!({"===": [{"var": "request.channel"}, "web"]});
+    }
+    let prepared = PreparedPack::new(a).unwrap();
+    for channel in ["voice", "web", "voice", "web"] {
+        let inputs = inputs_with(|_, q, _, _| q["channel"] = json!(channel)).unwrap();
+        let cc = prepared.compile(&inputs).unwrap();
+        let redacted = channel == "web";
+        assert_eq!(cc.prompt_text().contains("help@acme.example"), !redacted);
+        for block in &cc.compiled_prompt.context_blocks {
+            assert_eq!(
+                block.tokens as usize,
+                ctxpack::tokens::count(Tokenizer::O200k, &block.text)
+            );
+        }
+    }
+    assert!(prepared.token_cache_stats().0 > 0);
+}
+
+#[test]
+fn direct_serialization_is_canonical() {
+    for cc in [
+        ok(),
+        compile_with(pack(), |_, q, _, _| {
+            q["context"]["order"]["total"] = json!(900.0)
+        })
+        .unwrap(),
+    ] {
+        assert_eq!(cc.canonical_bytes(), canonical_bytes(&cc.to_value()));
+        // The ledger hash is over the canonical bytes without `context_ledger.hash`.
+        let mut v = cc.to_value();
+        v["context_ledger"].as_object_mut().unwrap().remove("hash");
+        assert_eq!(cc.context_ledger.hash, content_hash(&v));
+    }
+}

@@ -186,6 +186,7 @@ proptest! {
             }
         };
         let b = &cc.budget_report;
+        prop_assert_eq!(cc.canonical_bytes(), canonical_bytes(&cc.to_value()));
         prop_assert!(b.allocations.values().sum::<u64>() <= b.available);
         prop_assert_eq!(b.available, b.total - b.fixed);
 

@@ -332,7 +332,8 @@ impl Checker<'_> {
                 }
             }
             CmpOp::In => match r {
-                Ty::List(_) if matches!(&strip(lhs).kind, ExprKind::Path(p) if p == "request.intent") => {
+                Ty::List(_) if matches!(&strip(lhs).kind, ExprKind::Path(p) if p == "request.intent") =>
+                {
                     // `request.intent in ["a", "b"]`: each name must be a declared intent.
                     if let ExprKind::List(items) = &strip(rhs).kind {
                         for item in items {

@@ -18,8 +18,15 @@
 //! Truncation cuts the content, never the wrapper: the closing tag always survives and
 //! wrapper plus content fit the remaining tokens. A block that could keep no content at
 //! all is dropped instead.
+//!
+//! Texts are built lazily. Every candidate carries a cache key that determines its text
+//! (for lane blocks: the BLAKE3 of the raw content, which the ledger needs anyway, plus
+//! the wrapper and the active redactors), so a block whose count is cached and that is
+//! then dropped is never redacted, escaped or copied. This is what keeps a warm compile
+//! of hundreds of evidence items well under a millisecond.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::artifact::Overflow;
 use crate::tokens::{truncate_to, Tokenizer};
@@ -28,9 +35,18 @@ use super::envelope::{BlockSource, ContextBlock, Trust};
 use super::error::CompileError;
 use super::inputs::Role;
 
+/// How a candidate's content becomes the text inside its wrapper.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lane {
+    /// Trusted or session text, used as is.
+    Plain,
+    /// Caller content: redacted, and for evidence and memory, lane-escaped.
+    Redacted { escape: bool },
+}
+
 /// A block before filling.
 #[derive(Debug, Clone)]
-pub(crate) struct Candidate {
+pub(crate) struct Candidate<'a> {
     pub id: String,
     pub bucket: String,
     pub source: BlockSource,
@@ -40,20 +56,49 @@ pub(crate) struct Candidate {
     pub score: f64,
     /// For session turns, the turn index (newest first when filling).
     pub turn: Option<(usize, Role)>,
+    /// Determines the text: equal keys mean equal texts (see the module docs).
+    pub key: [u8; 32],
     /// Wrapper before the content (`<evidence ...>`, `user: `), possibly empty.
     pub prefix: String,
-    /// The content: escaped and redacted already.
-    pub content: String,
+    /// The content before redaction and escaping.
+    pub raw: Cow<'a, str>,
+    pub lane: Lane,
     /// Wrapper after the content (`</evidence>`), possibly empty.
     pub suffix: &'static str,
 }
 
-impl Candidate {
-    pub fn text(&self) -> String {
-        let mut s =
-            String::with_capacity(self.prefix.len() + self.content.len() + self.suffix.len());
+/// Token counting as assembly needs it; implemented by the prepared pack over its cache.
+pub(crate) trait Counter {
+    fn kind(&self) -> Tokenizer;
+    /// A cached count by candidate key.
+    fn cached(&self, key: &[u8; 32]) -> Option<usize>;
+    fn store(&self, key: [u8; 32], tokens: usize);
+    /// The count of an arbitrary text (cached by the text's own hash).
+    fn count(&self, text: &str) -> usize;
+    /// Applies the active redactors.
+    fn redact<'t>(&self, text: &'t str) -> Cow<'t, str>;
+}
+
+impl Candidate<'_> {
+    /// The content as it renders inside the wrapper.
+    fn content(&self, counter: &dyn Counter) -> String {
+        match self.lane {
+            Lane::Plain => self.raw.to_string(),
+            Lane::Redacted { escape } => {
+                let redacted = counter.redact(&self.raw);
+                if escape {
+                    escape_lane_content(&redacted)
+                } else {
+                    redacted.into_owned()
+                }
+            }
+        }
+    }
+
+    fn text_with(&self, content: &str) -> String {
+        let mut s = String::with_capacity(self.prefix.len() + content.len() + self.suffix.len());
         s.push_str(&self.prefix);
-        s.push_str(&self.content);
+        s.push_str(content);
         s.push_str(self.suffix);
         s
     }
@@ -78,8 +123,8 @@ pub(crate) fn escape_attr(value: &str) -> String {
 pub(crate) fn escape_lane_content(content: &str) -> String {
     const CLOSERS: [&[u8]; 2] = [b"</evidence", b"</memory"];
     let bytes = content.as_bytes();
-    // Fast path: most content has no `</` at all.
-    if !bytes.windows(2).any(|w| w == b"</") {
+    // Fast path (a SIMD substring search): most content has no `</` at all.
+    if !content.contains("</") {
         return content.to_owned();
     }
     let mut out = String::with_capacity(content.len() + 8);
@@ -124,15 +169,13 @@ pub(crate) struct BucketPlan<'a> {
     pub allocation: u64,
 }
 
-/// Fills every bucket. `count` gives the exact token count of a text (cached by the
-/// caller); `kind` is used for truncation.
+/// Fills every bucket.
 pub(crate) fn assemble(
     buckets: &[BucketPlan<'_>],
-    candidates: Vec<Candidate>,
-    kind: Tokenizer,
-    count: &dyn Fn(&str) -> usize,
+    candidates: Vec<Candidate<'_>>,
+    counter: &dyn Counter,
 ) -> Result<Assembly, CompileError> {
-    let mut by_bucket: BTreeMap<String, Vec<Candidate>> = BTreeMap::new();
+    let mut by_bucket: BTreeMap<String, Vec<Candidate<'_>>> = BTreeMap::new();
     for c in candidates {
         by_bucket.entry(c.bucket.clone()).or_default().push(c);
     }
@@ -169,7 +212,7 @@ pub(crate) fn assemble(
             continue;
         };
         sort_blocks(&mut blocks);
-        let filled = fill(plan, blocks, kind, count)?;
+        let filled = fill(plan, blocks, counter)?;
         let mut kept = filled.kept;
         if kept.iter().any(|b| b.0.turn.is_some()) {
             // Session turns fill newest first but render in chronological order.
@@ -180,14 +223,15 @@ pub(crate) fn assemble(
             plan.name.to_owned(),
             filled.truncated || !filled.dropped.is_empty(),
         );
+        let kept_by_id: HashMap<&str, bool> = kept
+            .iter()
+            .map(|k| (k.0.id.as_str(), k.1.truncated))
+            .collect();
         for c in &filled.tried {
             if c.source == BlockSource::Evidence {
-                let included = kept.iter().find(|k| k.0.id == c.id);
-                out.evidence.push((
-                    c.id.clone(),
-                    included.is_some(),
-                    included.is_some_and(|k| k.1.truncated),
-                ));
+                let included = kept_by_id.get(c.id.as_str());
+                out.evidence
+                    .push((c.id.clone(), included.is_some(), included == Some(&true)));
             }
         }
         out.dropped.insert(plan.name.to_owned(), filled.dropped);
@@ -198,7 +242,7 @@ pub(crate) fn assemble(
 
 /// Priority descending, then score descending, then id ascending; session turns newest
 /// first.
-fn sort_blocks(blocks: &mut [Candidate]) {
+fn sort_blocks(blocks: &mut [Candidate<'_>]) {
     blocks.sort_by(|a, b| match (a.turn, b.turn) {
         (Some((ia, _)), Some((ib, _))) => ib.cmp(&ia),
         _ => b
@@ -227,9 +271,8 @@ struct KeptRef {
 
 fn fill(
     plan: &BucketPlan<'_>,
-    blocks: Vec<Candidate>,
-    kind: Tokenizer,
-    count: &dyn Fn(&str) -> usize,
+    blocks: Vec<Candidate<'_>>,
+    counter: &dyn Counter,
 ) -> Result<Filled, CompileError> {
     let mut remaining = usize::try_from(plan.allocation).unwrap_or(usize::MAX);
     let mut f = Filled {
@@ -253,12 +296,25 @@ fn fill(
             f.dropped.push(c.id);
             continue;
         }
-        let text = c.text();
-        let tokens = count(&text);
+        // Build the text only on a cache miss or once the block is kept.
+        let (tokens, mut built) = match counter.cached(&c.key) {
+            Some(n) => (n, None),
+            None => {
+                let content = c.content(counter);
+                let text = c.text_with(&content);
+                let n = counter.count(&text);
+                counter.store(c.key, n);
+                (n, Some((text, content)))
+            }
+        };
         if tokens <= remaining {
             remaining -= tokens;
             f.used += tokens as u64;
-            f.kept.push((r, block(&c, text, tokens, false)));
+            let (text, content) = built.take().unwrap_or_else(|| {
+                let content = c.content(counter);
+                (c.text_with(&content), content)
+            });
+            f.kept.push((r, block(&c, text, content, tokens, false)));
             continue;
         }
         match plan.overflow {
@@ -276,16 +332,13 @@ fn fill(
             }
             Overflow::Truncate => {
                 closed = true;
-                match truncated(&c, remaining, kind, count) {
+                let content = built.map_or_else(|| c.content(counter), |(_, content)| content);
+                match truncated(&c, &content, remaining, counter) {
                     Some((text, content, tokens)) => {
                         remaining -= tokens;
                         f.used += tokens as u64;
                         f.truncated = true;
-                        let mut b = block(&c, text, tokens, true);
-                        if let Some((_, role)) = c.turn {
-                            b.turn = Some((role, content));
-                        }
-                        f.kept.push((r, b));
+                        f.kept.push((r, block(&c, text, content, tokens, true)));
                     }
                     None => f.dropped.push(c.id),
                 }
@@ -295,7 +348,13 @@ fn fill(
     Ok(f)
 }
 
-fn block(c: &Candidate, text: String, tokens: usize, truncated: bool) -> ContextBlock {
+fn block(
+    c: &Candidate<'_>,
+    text: String,
+    content: String,
+    tokens: usize,
+    truncated: bool,
+) -> ContextBlock {
     ContextBlock {
         id: c.id.clone(),
         bucket: c.bucket.clone(),
@@ -306,7 +365,7 @@ fn block(c: &Candidate, text: String, tokens: usize, truncated: bool) -> Context
         tokens: tokens as u64,
         truncated,
         text,
-        turn: c.turn.map(|(_, role)| (role, c.content.clone())),
+        turn: c.turn.map(|(_, role)| (role, content)),
     }
 }
 
@@ -316,22 +375,22 @@ fn block(c: &Candidate, text: String, tokens: usize, truncated: bool) -> Context
 /// Tokenizing the wrapper and the content together can merge across their border, so
 /// the content budget is a first guess that is corrected until the whole text fits.
 fn truncated(
-    c: &Candidate,
+    c: &Candidate<'_>,
+    content: &str,
     remaining: usize,
-    kind: Tokenizer,
-    count: &dyn Fn(&str) -> usize,
+    counter: &dyn Counter,
 ) -> Option<(String, String, usize)> {
-    let wrapper = count(&format!("{}{}", c.prefix, c.suffix));
+    let wrapper = counter.count(&format!("{}{}", c.prefix, c.suffix));
     let mut target = remaining.checked_sub(wrapper)?;
     while target > 0 {
-        let content = truncate_to(kind, &c.content, target);
-        if content.is_empty() {
+        let cut = truncate_to(counter.kind(), content, target);
+        if cut.is_empty() {
             return None;
         }
-        let text = format!("{}{}{}", c.prefix, content, c.suffix);
-        let tokens = count(&text);
+        let text = c.text_with(cut);
+        let tokens = counter.count(&text);
         if tokens <= remaining {
-            return Some((text, content.to_owned(), tokens));
+            return Some((text, cut.to_owned(), tokens));
         }
         target = target.saturating_sub((tokens - remaining).max(1));
     }
@@ -346,7 +405,25 @@ mod tests {
         crate::tokens::count(Tokenizer::Approx, s)
     }
 
-    fn ev(id: &str, score: f64, content: &str) -> Candidate {
+    /// Approx counting with no cache and no redaction.
+    struct Plain;
+    impl Counter for Plain {
+        fn kind(&self) -> Tokenizer {
+            Tokenizer::Approx
+        }
+        fn cached(&self, _: &[u8; 32]) -> Option<usize> {
+            None
+        }
+        fn store(&self, _: [u8; 32], _: usize) {}
+        fn count(&self, text: &str) -> usize {
+            approx(text)
+        }
+        fn redact<'t>(&self, text: &'t str) -> Cow<'t, str> {
+            Cow::Borrowed(text)
+        }
+    }
+
+    fn ev(id: &str, score: f64, content: &str) -> Candidate<'static> {
         Candidate {
             id: id.into(),
             bucket: "evidence".into(),
@@ -356,13 +433,15 @@ mod tests {
             priority: 0,
             score,
             turn: None,
+            key: [0; 32],
             prefix: format!("<evidence id=\"{}\" source=\"kb://x\">", escape_attr(id)),
-            content: escape_lane_content(content),
+            raw: Cow::Owned(content.to_owned()),
+            lane: Lane::Redacted { escape: true },
             suffix: "</evidence>",
         }
     }
 
-    fn turn(i: usize, content: &str) -> Candidate {
+    fn turn(i: usize, content: &str) -> Candidate<'static> {
         Candidate {
             id: format!("t{i}"),
             bucket: "session".into(),
@@ -372,8 +451,10 @@ mod tests {
             priority: 0,
             score: 0.0,
             turn: Some((i, Role::User)),
+            key: [0; 32],
             prefix: "user: ".into(),
-            content: content.into(),
+            raw: Cow::Owned(content.to_owned()),
+            lane: Lane::Plain,
             suffix: "",
         }
     }
@@ -400,13 +481,7 @@ mod tests {
     #[test]
     fn drop_keeps_trying_smaller_blocks() {
         let blocks = vec![ev("a", 0.9, &"x".repeat(200)), ev("b", 0.5, "small")];
-        let a = assemble(
-            &[plan("evidence", Overflow::Drop, 30)],
-            blocks,
-            Tokenizer::Approx,
-            &approx,
-        )
-        .unwrap();
+        let a = assemble(&[plan("evidence", Overflow::Drop, 30)], blocks, &Plain).unwrap();
         assert_eq!(a.dropped["evidence"], vec!["a"]);
         assert_eq!(a.blocks.len(), 1);
         assert!(a.truncations["evidence"]);
@@ -419,13 +494,7 @@ mod tests {
     #[test]
     fn truncate_cuts_content_and_keeps_closing_tag() {
         let blocks = vec![ev("a", 0.9, &"word ".repeat(100)), ev("b", 0.5, "small")];
-        let a = assemble(
-            &[plan("evidence", Overflow::Truncate, 30)],
-            blocks,
-            Tokenizer::Approx,
-            &approx,
-        )
-        .unwrap();
+        let a = assemble(&[plan("evidence", Overflow::Truncate, 30)], blocks, &Plain).unwrap();
         assert_eq!(a.blocks.len(), 1);
         let b = &a.blocks[0];
         assert!(b.truncated && b.text.ends_with("</evidence>"));
@@ -438,8 +507,7 @@ mod tests {
         let e = assemble(
             &[plan("evidence", Overflow::Error, 3)],
             vec![ev("a", 0.0, "hello there")],
-            Tokenizer::Approx,
-            &approx,
+            &Plain,
         )
         .unwrap_err();
         assert_eq!((e.kind(), e.exit_code()), ("overflow_error", 5));
@@ -452,13 +520,7 @@ mod tests {
             turn(1, &"long ".repeat(40)),
             turn(2, "newest"),
         ];
-        let a = assemble(
-            &[plan("session", Overflow::Drop, 20)],
-            turns,
-            Tokenizer::Approx,
-            &approx,
-        )
-        .unwrap();
+        let a = assemble(&[plan("session", Overflow::Drop, 20)], turns, &Plain).unwrap();
         let ids: Vec<&str> = a.blocks.iter().map(|b| b.id.as_str()).collect();
         assert_eq!(ids, vec!["t2"]);
         assert_eq!(a.dropped["session"], vec!["t1", "t0"]);
@@ -466,7 +528,7 @@ mod tests {
 
     #[test]
     fn missing_bucket_drops_everything() {
-        let a = assemble(&[], vec![ev("a", 0.0, "x")], Tokenizer::Approx, &approx).unwrap();
+        let a = assemble(&[], vec![ev("a", 0.0, "x")], &Plain).unwrap();
         assert_eq!(a.dropped["evidence"], vec!["a"]);
         assert_eq!(a.warnings.len(), 1);
     }

@@ -1,17 +1,26 @@
 //! Stage 8: the `ctxpack.compiled/v1` envelope and its context ledger.
 //!
 //! Field names are the runtime spec's, verbatim. Every collection is a `Vec` in a
-//! documented order or a `BTreeMap`, and the envelope is written through the artifact's
-//! canonical JSON (sorted keys, no whitespace), so two compiles of the same inputs give
-//! the same bytes. `context_ledger.hash` is the BLAKE3 of the canonical bytes of the
-//! whole envelope with that one member removed.
+//! documented order or a `BTreeMap`, and the envelope's bytes are canonical JSON (sorted
+//! keys, no whitespace, final newline) as in `artifact::canonical`, so two compiles of
+//! the same inputs give the same bytes. `context_ledger.hash` is the BLAKE3 of the
+//! canonical bytes of the whole envelope with that one member removed.
+//!
+//! Going through `serde_json::Value` to canonicalize costs an allocation per key and
+//! string, which was a third of a warm compile. So the envelope serializes canonically
+//! *directly*: every struct declares its fields in sorted order, maps are `BTreeMap`s,
+//! and free JSON (`json_schema`, `effects`) is written through [`SortedValue`], which
+//! sorts object keys itself (never relying on serde_json's `preserve_order` being off).
+//! A test checks that
+//! the direct bytes equal `canonical_bytes(to_value())`, so a field added out of order
+//! cannot go unnoticed.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::artifact::{canonical_bytes, content_hash};
+use serde::ser::{SerializeMap, SerializeSeq};
 
 use super::inputs::Role;
 use super::tools::ToolManifestEntry;
@@ -22,15 +31,15 @@ pub const COMPILED_FORMAT: &str = "ctxpack.compiled/v1";
 /// The result of one compile.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CompiledContext {
-    pub format: String,
-    pub pack: PackRef,
-    pub intent: IntentRef,
-    pub compiled_prompt: CompiledPrompt,
-    pub manifests: Manifests,
-    pub runtime_controls: RuntimeControls,
     pub budget_report: BudgetReport,
-    pub diagnostics: Vec<Diagnostic>,
+    pub compiled_prompt: CompiledPrompt,
     pub context_ledger: ContextLedger,
+    pub diagnostics: Vec<Diagnostic>,
+    pub format: String,
+    pub intent: IntentRef,
+    pub manifests: Manifests,
+    pub pack: PackRef,
+    pub runtime_controls: RuntimeControls,
     /// The request's message, kept for the provider renders; not part of the envelope
     /// (the ledger records the request by id).
     #[serde(skip)]
@@ -39,26 +48,26 @@ pub struct CompiledContext {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PackRef {
+    pub hash: String,
     pub name: String,
     pub version: String,
-    pub hash: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IntentRef {
-    pub name: String,
     pub fallback_used: bool,
+    pub name: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CompiledPrompt {
-    pub system: String,
-    /// `null` when the pack has no developer prompt.
-    pub developer: Option<String>,
-    pub task: String,
     /// Kept blocks in prompt order: buckets by priority (descending) then name; within
     /// a bucket in fill order, except `session`, which is chronological.
     pub context_blocks: Vec<ContextBlock>,
+    /// `null` when the pack has no developer prompt.
+    pub developer: Option<String>,
+    pub system: String,
+    pub task: String,
 }
 
 /// What kind of block this is (`source` in the envelope).
@@ -84,15 +93,15 @@ pub enum Trust {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ContextBlock {
-    pub id: String,
     pub bucket: String,
-    pub source: BlockSource,
+    pub id: String,
     pub origin: String,
-    pub trust: Trust,
     pub priority: i64,
+    pub source: BlockSource,
+    pub text: String,
     pub tokens: u64,
     pub truncated: bool,
-    pub text: String,
+    pub trust: Trust,
     /// For a history turn: its role and content (redacted, possibly truncated), for the
     /// provider renders, which send turns without the `ROLE: ` prefix.
     #[serde(skip)]
@@ -101,41 +110,42 @@ pub struct ContextBlock {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Manifests {
+    pub evidence_manifest: Vec<EvidenceManifestEntry>,
     pub policy_manifest: Vec<PolicyManifestEntry>,
     pub tool_manifest: Vec<ToolManifestEntry>,
-    pub evidence_manifest: Vec<EvidenceManifestEntry>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PolicyManifestEntry {
-    pub policy: String,
     pub bundle: String,
-    pub priority: i64,
-    pub enforcing: bool,
-    pub fired: bool,
+    #[serde(serialize_with = "sorted_values")]
     pub effects: Vec<Value>,
+    pub enforcing: bool,
     pub error: Option<String>,
+    pub fired: bool,
+    pub policy: String,
+    pub priority: i64,
 }
 
 /// One evidence item, in the order the `evidence` bucket tried them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EvidenceManifestEntry {
-    pub id: String,
-    pub source: String,
-    pub score: f64,
     pub hops: u32,
+    pub id: String,
     pub included: bool,
+    pub score: f64,
+    pub source: String,
     pub truncated: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RuntimeControls {
-    pub must_refuse: bool,
-    pub refusal_reason: Option<String>,
-    pub must_escalate: bool,
-    pub escalation_target: Option<String>,
     pub approval_gates_active: Vec<String>,
+    pub escalation_target: Option<String>,
+    pub must_escalate: bool,
+    pub must_refuse: bool,
     pub redaction_rules_active: Vec<RedactionRule>,
+    pub refusal_reason: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -146,17 +156,17 @@ pub struct RedactionRule {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BudgetReport {
-    pub total: u64,
-    pub fixed: u64,
-    pub available: u64,
-    pub tokenizer: String,
     pub allocations: BTreeMap<String, u64>,
-    /// Tokens used by the kept blocks of each bucket.
-    pub used_at_compile: BTreeMap<String, u64>,
+    pub available: u64,
     pub bucket_truncations: BTreeMap<String, bool>,
     /// Dropped block ids per bucket in the order tried. Blocks routed to a bucket the
     /// budget does not declare are listed under that bucket's name.
     pub dropped_block_ids: BTreeMap<String, Vec<String>>,
+    pub fixed: u64,
+    pub tokenizer: String,
+    pub total: u64,
+    /// Tokens used by the kept blocks of each bucket.
+    pub used_at_compile: BTreeMap<String, u64>,
     pub warnings: Vec<String>,
 }
 
@@ -170,19 +180,21 @@ pub struct Diagnostic {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ContextLedger {
-    /// `name@version`.
-    pub pack: String,
-    /// The request id.
-    pub request: String,
-    pub policy: LedgerPolicy,
-    /// Surfaced tool names, sorted.
-    pub tool: Vec<String>,
+    pub budget: LedgerBudget,
     /// Every supplied evidence item (sorted by id) with the BLAKE3 of its content as
     /// supplied, before redaction.
     pub evidence: Vec<LedgerItem>,
-    pub memory: Vec<LedgerItem>,
-    pub budget: LedgerBudget,
+    /// Empty, and then left out, while the hash itself is computed.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub hash: String,
+    pub memory: Vec<LedgerItem>,
+    /// `name@version`.
+    pub pack: String,
+    pub policy: LedgerPolicy,
+    /// The request id.
+    pub request: String,
+    /// Surfaced tool names, sorted.
+    pub tool: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -195,22 +207,56 @@ pub struct LedgerPolicy {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LedgerItem {
-    pub id: String,
     pub blake3: String,
+    pub id: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LedgerBudget {
-    pub total: u64,
-    pub fixed: u64,
     pub available: u64,
+    pub fixed: u64,
+    pub total: u64,
     /// `fixed` plus the tokens of every kept block.
     pub used: u64,
 }
 
-/// `blake3:<hex>` of some bytes.
-pub(crate) fn blake3_ref(bytes: &[u8]) -> String {
-    format!("blake3:{}", blake3::hash(bytes).to_hex())
+/// Serializes a JSON value with object keys sorted by their UTF-8 bytes.
+pub(crate) struct SortedValue<'a>(pub &'a Value);
+
+impl Serialize for SortedValue<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Object(map) => {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+                let mut m = serializer.serialize_map(Some(entries.len()))?;
+                for (k, v) in entries {
+                    m.serialize_entry(k, &SortedValue(v))?;
+                }
+                m.end()
+            }
+            Value::Array(items) => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&SortedValue(item))?;
+                }
+                seq.end()
+            }
+            scalar => scalar.serialize(serializer),
+        }
+    }
+}
+
+pub(crate) fn sorted_value<S: serde::Serializer>(v: &Value, s: S) -> Result<S::Ok, S::Error> {
+    SortedValue(v).serialize(s)
+}
+
+fn sorted_values<S: serde::Serializer>(v: &[Value], s: S) -> Result<S::Ok, S::Error> {
+    let mut seq = s.serialize_seq(Some(v.len()))?;
+    for item in v {
+        seq.serialize_element(&SortedValue(item))?;
+    }
+    seq.end()
 }
 
 impl CompiledContext {
@@ -223,23 +269,35 @@ impl CompiledContext {
     /// The canonical bytes of the envelope (final newline included): what
     /// `ctxpack compile --target raw` prints.
     pub fn canonical_bytes(&self) -> Vec<u8> {
-        canonical_bytes(&self.to_value())
+        let mut out = Vec::with_capacity(64 * 1024);
+        // Writing plain data into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut out, self);
+        out.push(b'\n');
+        out
+    }
+
+    /// The hash the ledger records: BLAKE3 of the canonical bytes without
+    /// `context_ledger.hash`.
+    fn ledger_hash(&self) -> String {
+        let mut unsealed = std::borrow::Cow::Borrowed(self);
+        if !self.context_ledger.hash.is_empty() {
+            unsealed.to_mut().context_ledger.hash.clear();
+        }
+        // Buffer, then hash once: serde_json writes many tiny pieces, and feeding them
+        // to BLAKE3 one by one costs more than the copy (and loses its SIMD lanes).
+        let bytes = unsealed.canonical_bytes();
+        format!("blake3:{}", blake3::hash(&bytes).to_hex())
     }
 
     /// Computes and stores `context_ledger.hash`.
     pub(crate) fn seal(&mut self) {
-        let mut value = self.to_value();
-        if let Some(Value::Object(ledger)) = value.get_mut("context_ledger") {
-            ledger.remove("hash");
-        }
-        self.context_ledger.hash = content_hash(&value);
+        self.context_ledger.hash.clear();
+        self.context_ledger.hash = self.ledger_hash();
     }
 
     /// Recomputes the ledger hash and compares it with the recorded one.
     pub fn verify_ledger(&self) -> bool {
-        let mut copy = self.clone();
-        copy.seal();
-        copy.context_ledger.hash == self.context_ledger.hash
+        self.ledger_hash() == self.context_ledger.hash
     }
 
     /// The prompt as text, for `contains` expectations in pack tests: system, developer,

@@ -35,6 +35,7 @@ pub mod template;
 pub mod tools;
 pub mod validate;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};
 
@@ -45,7 +46,7 @@ use serde_json::{json, Value};
 use crate::artifact::{Artifact, Budget, Effect, Prompts, PPM};
 use crate::tokens::{self, TokenCache, Tokenizer};
 
-use assemble::{escape_attr, escape_lane_content, BucketPlan, Candidate};
+use assemble::{escape_attr, BucketPlan, Candidate, Lane};
 use budget::BucketSpec;
 pub use envelope::*;
 pub use error::CompileError;
@@ -187,28 +188,34 @@ impl PreparedPack {
             .stats()
     }
 
-    fn count(&self, kind: Tokenizer, text: &str) -> usize {
-        let key = TokenCache::key(text);
+    fn cached(&self, kind: Tokenizer, key: &[u8; 32]) -> Option<usize> {
         if kind == self.pack_tokenizer() {
-            if let Some(&n) = self.static_counts.get(&key) {
-                return n;
+            if let Some(&n) = self.static_counts.get(key) {
+                return Some(n);
             }
         }
         // A poisoned lock only means another compile panicked mid-insert; the map is
         // still a valid cache of pure values.
-        if let Some(n) = self
-            .cache
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(kind, &key)
-        {
-            return n;
-        }
-        let n = tokens::count(kind, text);
         self.cache
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .put(kind, key, n);
+            .get(kind, key)
+    }
+
+    fn store(&self, kind: Tokenizer, key: [u8; 32], tokens: usize) {
+        self.cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .put(kind, key, tokens);
+    }
+
+    fn count(&self, kind: Tokenizer, text: &str) -> usize {
+        let key = TokenCache::key(text);
+        if let Some(n) = self.cached(kind, &key) {
+            return n;
+        }
+        let n = tokens::count(kind, text);
+        self.store(kind, key, n);
         n
     }
 
@@ -291,17 +298,13 @@ impl PreparedPack {
                     .map(|(k, v)| (k.as_str(), v))
             })
             .collect();
-        let redact_text = |text: &str| -> String {
-            let mut out = text.to_owned();
-            for (name, (_, re)) in &active {
-                if re.is_match(&out) {
-                    out = re
-                        .replace_all(&out, format!("[REDACTED:{name}]").as_str())
-                        .into_owned();
-                }
-            }
-            out
-        };
+        // What the active redactors are, as part of every lane block's cache key: the
+        // same content renders differently when a different set is active.
+        let mut redaction_key = Vec::new();
+        for (name, _) in &active {
+            redaction_key.extend_from_slice(name.as_bytes());
+            redaction_key.push(0);
+        }
 
         // Stage 3: tools.
         let (tool_manifest, gates) = tools::surface(artifact, intent, run, &results);
@@ -427,7 +430,24 @@ impl PreparedPack {
                 ));
             }
         }
-        for e in &inputs.evidence {
+        // The BLAKE3 of every caller content, computed once: the ledger records it and
+        // lane blocks derive their cache keys from it.
+        let evidence_hashes: Vec<blake3::Hash> = inputs
+            .evidence
+            .iter()
+            .map(|e| blake3::hash(e.content.as_bytes()))
+            .collect();
+        let memory_hashes: Vec<blake3::Hash> = inputs
+            .memory
+            .iter()
+            .map(|m| blake3::hash(m.content.as_bytes()))
+            .collect();
+        for (e, hash) in inputs.evidence.iter().zip(&evidence_hashes) {
+            let prefix = format!(
+                "<evidence id=\"{}\" source=\"{}\">",
+                escape_attr(&e.id),
+                escape_attr(&e.source)
+            );
             candidates.push(Candidate {
                 id: e.id.clone(),
                 bucket: "evidence".into(),
@@ -437,16 +457,15 @@ impl PreparedPack {
                 priority: 0,
                 score: e.score,
                 turn: None,
-                prefix: format!(
-                    "<evidence id=\"{}\" source=\"{}\">",
-                    escape_attr(&e.id),
-                    escape_attr(&e.source)
-                ),
-                content: escape_lane_content(&redact_text(&e.content)),
+                key: lane_key(&prefix, hash, "</evidence>", &redaction_key),
+                prefix,
+                raw: Cow::Borrowed(&e.content),
+                lane: Lane::Redacted { escape: true },
                 suffix: "</evidence>",
             });
         }
-        for m in &inputs.memory {
+        for (m, hash) in inputs.memory.iter().zip(&memory_hashes) {
+            let prefix = format!("<memory id=\"{}\">", escape_attr(&m.id));
             candidates.push(Candidate {
                 id: m.id.clone(),
                 bucket: "memory".into(),
@@ -456,21 +475,26 @@ impl PreparedPack {
                 priority: 0,
                 score: m.score,
                 turn: None,
-                prefix: format!("<memory id=\"{}\">", escape_attr(&m.id)),
-                content: escape_lane_content(&redact_text(&m.content)),
+                key: lane_key(&prefix, hash, "</memory>", &redaction_key),
+                prefix,
+                raw: Cow::Borrowed(&m.content),
+                lane: Lane::Redacted { escape: true },
                 suffix: "</memory>",
             });
         }
         // A turn's id is the BLAKE3 of its content as supplied; a repeated content
         // ("ok", "thanks") gets `#2`, `#3`, ... so that every id names one turn.
-        let mut seen_turns: HashMap<String, usize> = HashMap::new();
+        let mut seen_turns: HashMap<blake3::Hash, usize> = HashMap::new();
         for (i, t) in request.history.iter().enumerate() {
-            let content = redact_text(&t.content);
-            let prefix = format!("{}: ", t.role.as_str());
-            let hash = envelope::blake3_ref(t.content.as_bytes());
-            let n = seen_turns.entry(hash.clone()).or_insert(0);
+            let hash = blake3::hash(t.content.as_bytes());
+            let n = seen_turns.entry(hash).or_insert(0);
             *n += 1;
-            let id = if *n == 1 { hash } else { format!("{hash}#{n}") };
+            let id = if *n == 1 {
+                format!("blake3:{}", hash.to_hex())
+            } else {
+                format!("blake3:{}#{n}", hash.to_hex())
+            };
+            let prefix = format!("{}: ", t.role.as_str());
             candidates.push(Candidate {
                 id,
                 bucket: "session".into(),
@@ -480,8 +504,10 @@ impl PreparedPack {
                 priority: 0,
                 score: 0.0,
                 turn: Some((i, t.role)),
+                key: lane_key(&prefix, &hash, "", &redaction_key),
                 prefix,
-                content,
+                raw: Cow::Borrowed(&t.content),
+                lane: Lane::Redacted { escape: false },
                 suffix: "",
             });
         }
@@ -495,8 +521,12 @@ impl PreparedPack {
                 allocation: allocations.get(&b.name).copied().unwrap_or(0),
             })
             .collect();
-        let count = |text: &str| self.count(kind, text);
-        let assembly = assemble::assemble(&plans, candidates, kind, &count)?;
+        let counter = RunCounter {
+            pack: self,
+            kind,
+            active: &active,
+        };
+        let assembly = assemble::assemble(&plans, candidates, &counter)?;
 
         // Stage 8: manifests, controls and ledger.
         let policy_manifest = artifact
@@ -535,12 +565,13 @@ impl PreparedPack {
         let mut bundles: Vec<String> = artifact.policies.iter().map(|p| p.bundle.clone()).collect();
         bundles.sort();
         bundles.dedup();
-        let ledger_items = |items: Vec<(&str, &str)>| {
-            let mut v: Vec<LedgerItem> = items
+        let ledger_items = |ids: Vec<&str>, hashes: &[blake3::Hash]| {
+            let mut v: Vec<LedgerItem> = ids
                 .into_iter()
-                .map(|(id, content)| LedgerItem {
+                .zip(hashes)
+                .map(|(id, hash)| LedgerItem {
                     id: id.to_owned(),
-                    blake3: envelope::blake3_ref(content.as_bytes()),
+                    blake3: format!("blake3:{}", hash.to_hex()),
                 })
                 .collect();
             v.sort_by(|a, b| a.id.cmp(&b.id));
@@ -608,18 +639,12 @@ impl PreparedPack {
                 },
                 tool: surfaced,
                 evidence: ledger_items(
-                    inputs
-                        .evidence
-                        .iter()
-                        .map(|e| (e.id.as_str(), e.content.as_str()))
-                        .collect(),
+                    inputs.evidence.iter().map(|e| e.id.as_str()).collect(),
+                    &evidence_hashes,
                 ),
                 memory: ledger_items(
-                    inputs
-                        .memory
-                        .iter()
-                        .map(|m| (m.id.as_str(), m.content.as_str()))
-                        .collect(),
+                    inputs.memory.iter().map(|m| m.id.as_str()).collect(),
+                    &memory_hashes,
                 ),
                 budget: LedgerBudget {
                     total,
@@ -643,7 +668,7 @@ fn trusted(
     origin: &str,
     priority: i64,
     text: String,
-) -> Candidate {
+) -> Candidate<'static> {
     Candidate {
         id: id.to_owned(),
         bucket: bucket.to_owned(),
@@ -653,9 +678,65 @@ fn trusted(
         priority,
         score: 0.0,
         turn: None,
+        // A plain block's text is its content, so its key is the text's own hash.
+        key: TokenCache::key(&text),
         prefix: String::new(),
-        content: text,
+        raw: Cow::Owned(text),
+        lane: Lane::Plain,
         suffix: "",
+    }
+}
+
+/// The cache key of a lane block: it determines the text, which is the wrapper around
+/// the content after redaction (by the active set) and escaping.
+fn lane_key(prefix: &str, content: &blake3::Hash, suffix: &str, redaction: &[u8]) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    h.update(b"ctxpack.lane.v1\0");
+    h.update(prefix.as_bytes());
+    h.update(b"\0");
+    h.update(content.as_bytes());
+    h.update(suffix.as_bytes());
+    h.update(b"\0");
+    h.update(redaction);
+    *h.finalize().as_bytes()
+}
+
+/// Token counting for one compile: the pack's caches, the compile's tokenizer and its
+/// active redactors.
+struct RunCounter<'p> {
+    pack: &'p PreparedPack,
+    kind: Tokenizer,
+    active: &'p [(&'p str, &'p (String, Regex))],
+}
+
+impl assemble::Counter for RunCounter<'_> {
+    fn kind(&self) -> Tokenizer {
+        self.kind
+    }
+
+    fn cached(&self, key: &[u8; 32]) -> Option<usize> {
+        self.pack.cached(self.kind, key)
+    }
+
+    fn store(&self, key: [u8; 32], tokens: usize) {
+        self.pack.store(self.kind, key, tokens);
+    }
+
+    fn count(&self, text: &str) -> usize {
+        self.pack.count(self.kind, text)
+    }
+
+    fn redact<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        let mut out = Cow::Borrowed(text);
+        for (name, (_, re)) in self.active {
+            if re.is_match(&out) {
+                let replaced = re
+                    .replace_all(&out, format!("[REDACTED:{name}]").as_str())
+                    .into_owned();
+                out = Cow::Owned(replaced);
+            }
+        }
+        out
     }
 }
 

@@ -30,11 +30,12 @@ use super::policy::PolicyResult;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolManifestEntry {
+    pub capability_metadata: CapabilityMetadata,
+    #[serde(serialize_with = "super::envelope::sorted_value")]
+    pub json_schema: Value,
     pub name: String,
     pub surfaced: bool,
     pub withheld_reason: Option<String>,
-    pub json_schema: Value,
-    pub capability_metadata: CapabilityMetadata,
     /// The tool's description, for the provider renders (the envelope carries it as the
     /// `tools` block's text, which the budget may drop).
     #[serde(skip)]
@@ -43,10 +44,10 @@ pub struct ToolManifestEntry {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CapabilityMetadata {
-    pub kind: String,
-    pub risk_level: String,
     pub approval_mode: String,
     pub derivation: String,
+    pub kind: String,
+    pub risk_level: String,
 }
 
 /// The manifest (sorted by name, as the registry is) and the gates that fired
