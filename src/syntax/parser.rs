@@ -1106,16 +1106,19 @@ fn expected_tokens(rule: Rule, input: &str) -> (Option<usize>, Vec<String>) {
         .map(|t| t.to_string())
         // Whitespace, comments and the continuations of words and numbers are
         // expected everywhere and say nothing.
-        .filter(|t| {
-            !t.trim().is_empty()
-                && !(t.len() > 2 && t.contains(".."))
-                && !matches!(t.as_str(), "BUILTIN_RULE" | "_" | "." | "//" | "\u{feff}")
-        })
+        .filter(|t| !noise(t))
         .map(|t| format!("`{t}`"))
         .collect();
     out.sort();
     out.dedup();
     (Some(attempts.max_position), out)
+}
+
+/// Tokens that are expected almost everywhere and say nothing useful: whitespace,
+/// comments, character ranges and the continuations of words and numbers.
+fn noise(t: &str) -> bool {
+    let range = t.len() > 2 && t.contains("..");
+    t.trim().is_empty() || range || matches!(t, "BUILTIN_RULE" | "_" | "." | "//" | "\u{feff}")
 }
 
 const PUNCT: &[&str] = &["{", "}", "(", ")", "[", "]", ",", ":", "<", ">", "?", "|"];
