@@ -287,24 +287,18 @@ fn sarif_uri(path: &str) -> String {
     path.replace('\\', "/")
 }
 
-/// GitHub workflow commands: `::error file=..,line=..,col=..::[CODE] message`.
+/// GitHub workflow commands, one line per diagnostic, exactly
+/// `::error file=..,line=..,col=..::[CODE] message` (`::warning` for warnings).
 pub fn to_github(reports: &[FileReport]) -> String {
     let mut out = String::new();
     for l in reports.iter().flat_map(FileReport::located) {
-        let mut message = format!("[{}] {}", l.code, l.message);
-        if let Some(help) = &l.help {
-            message.push_str("\nhelp: ");
-            message.push_str(help);
-        }
         out.push_str(&format!(
-            "::{} file={},line={},col={},endLine={},endColumn={}::{}\n",
+            "::{} file={},line={},col={}::{}\n",
             l.severity,
             escape_property(&l.file),
             l.line,
             l.column,
-            l.end_line,
-            l.end_column,
-            escape_data(&message)
+            escape_data(&format!("[{}] {}", l.code, l.message))
         ));
     }
     out

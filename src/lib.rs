@@ -26,6 +26,7 @@ pub mod ide;
 pub mod imports;
 pub mod ir;
 pub mod lower;
+pub mod runtime;
 pub mod span;
 pub mod syntax;
 pub mod tokens;

@@ -3,7 +3,8 @@
 
 use clap::{Parser, Subcommand};
 use ctxpack::commands::{
-    self, build::BuildArgs, check::CheckArgs, exit, fmt::FmtArgs, lsp::LspArgs, verify::VerifyArgs,
+    self, build::BuildArgs, check::CheckArgs, compile::CompileArgs, exit, fmt::FmtArgs,
+    lsp::LspArgs, test::TestArgs, verify::VerifyArgs,
 };
 
 /// ctxpack — review, version and reproduce the context of LLM agents like code.
@@ -41,6 +42,16 @@ enum Command {
     ///
     /// Exit codes: 0 verified, 3 unreadable or not JSON, 4 hash mismatch or unknown format.
     Verify(VerifyArgs),
+    /// Compile a pinned artifact plus one request's inputs into a compiled context.
+    ///
+    /// Exit codes: 0 compiled (even when the pack says to refuse: that is a control
+    /// for the host), 2 usage, 3 unreadable input, 4 invalid input, 5 refused by the
+    /// pack (policy_eval_error, budget_exhausted, overflow error).
+    Compile(CompileArgs),
+    /// Run the `*.tests.yaml` cases beside packs and report `N passed, N failed`.
+    ///
+    /// Exit codes: 0 all passed, 1 a case failed, 3/4 a test file is unreadable or invalid.
+    Test(TestArgs),
     /// Rewrite packs in the canonical layout (`--check` only reports).
     ///
     /// Exit codes: 0 formatted, 1 unformatted files with --check or files with syntax
@@ -79,6 +90,8 @@ fn main() {
         Command::Check(args) => commands::check::run(args),
         Command::Build(args) => commands::build::run(args),
         Command::Verify(args) => commands::verify::run(args),
+        Command::Compile(args) => commands::compile::run(args),
+        Command::Test(args) => commands::test::run(args),
         Command::Fmt(args) => commands::fmt::run(args),
         Command::Lsp(args) => commands::lsp::run(args),
         Command::Explain { code } => commands::explain::run(code.as_deref()),

@@ -149,7 +149,7 @@ fn check_sarif_and_github_formats() {
     let text = stdout(&out);
     let line = text.lines().next().unwrap();
     assert!(line.starts_with("::error file="), "{line}");
-    assert!(line.contains(",line=4,col=21,"), "{line}");
+    assert!(line.contains(",line=4,col=21::"), "{line}");
     assert!(line.contains("::[E0102] unknown tool `nope`"), "{line}");
 }
 
@@ -398,4 +398,96 @@ fn imports_resolve_lock_and_report_e070x() {
         .output()
         .unwrap();
     assert!(stdout(&o).contains("\"E0703\""), "{}", stdout(&o));
+}
+
+#[test]
+fn import_conflicts_and_cycles() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let reg = d.join("reg");
+    let publish = |src: &str, name: &str, version: &str| {
+        let p = write(d, "tmp.ctxpack", src);
+        let out = reg.join(name).join(format!("{version}.json"));
+        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+        ctxpack()
+            .args(["build", "--registry"])
+            .arg(&reg)
+            .arg(&p)
+            .arg("-o")
+            .arg(&out)
+            .assert()
+            .code(0);
+        std::fs::remove_file(d.join("ctxpack.lock")).ok();
+    };
+    let tool = |name: &str| {
+        format!("tool {name} {{ description \"x\" kind read risk low approval auto }}\n")
+    };
+    publish(
+        &format!(
+            "pack \"acme/a\" version \"1.0.0\" library\n{}",
+            tool("shared")
+        ),
+        "acme/a",
+        "1.0.0",
+    );
+    publish(
+        &format!(
+            "pack \"acme/c\" version \"1.0.0\" library\n{}",
+            tool("shared")
+        ),
+        "acme/c",
+        "1.0.0",
+    );
+    publish(
+        &format!(
+            "pack \"acme/b\" version \"1.0.0\" library\nimport \"acme/a\" version \"1.0.0\"\n{}",
+            tool("other")
+        ),
+        "acme/b",
+        "1.0.0",
+    );
+
+    let codes = |src: &str| -> Vec<(String, u64)> {
+        let p = write(d, "case.ctxpack", src);
+        let o = ctxpack()
+            .args(["check", "--format", "json", "--registry"])
+            .arg(&reg)
+            .arg(&p)
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        v["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                (
+                    d["code"].as_str().unwrap().to_owned(),
+                    d["line"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    // Two imports define `shared`: E0704 at the second import, pointing at both.
+    let two = "pack \"acme/x\" version \"1.0.0\" library\nimport \"acme/a\" version \"1.0.0\"\nimport \"acme/c\" version \"1.0.0\"\n";
+    assert_eq!(codes(two), [("E0704".to_owned(), 3)]);
+    // A local definition clashing with an imported one.
+    let local = format!(
+        "pack \"acme/x\" version \"1.0.0\" library\nimport \"acme/a\" version \"1.0.0\"\n{}",
+        tool("shared")
+    );
+    assert_eq!(codes(&local), [("E0704".to_owned(), 2)]);
+    // A diamond (b brings a's `shared` again, from the same origin) is no conflict.
+    let diamond = "pack \"acme/x\" version \"1.0.0\" library\nimport \"acme/a\" version \"1.0.0\"\nimport \"acme/b\" version \"1.0.0\"\n";
+    assert_eq!(codes(diamond), []);
+    // acme/a importing acme/b, which depends on acme/a: a cycle.
+    let cycle = "pack \"acme/a\" version \"1.0.0\" library\nimport \"acme/b\" version \"1.0.0\"\n";
+    assert_eq!(codes(cycle), [("E0705".to_owned(), 2)]);
+    let o = ctxpack()
+        .args(["check", "--registry"])
+        .arg(&reg)
+        .arg(d.join("case.ctxpack"))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&o.stderr).contains("acme/a → acme/b@1.0.0 → acme/a@1.0.0"));
 }

@@ -2,7 +2,7 @@
 //! approval (E0402), prohibited tools (E0403), unused and undescribed tools (W0401,
 //! W0402) and approval raises that an intent cannot honor (W0403).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::artifact::Approval;
 use crate::diagnostic::Diagnostic;
@@ -10,6 +10,16 @@ use crate::ir::{EffectIr, Pack};
 
 pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
     let prohibited: HashSet<&str> = pack.prohibitions.iter().map(|p| p.name.as_str()).collect();
+    // Tool name → the intents that permit it.
+    let mut permitted_by: HashMap<&str, Vec<&crate::ir::IntentIr>> = HashMap::new();
+    for intent in &pack.intents {
+        for t in &intent.tools {
+            permitted_by
+                .entry(t.name.as_str())
+                .or_default()
+                .push(intent);
+        }
+    }
 
     for intent in &pack.intents {
         let ceiling = intent.safety.ceiling();
@@ -120,7 +130,13 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
                 ),
             );
         }
+        let intent_broken = pack
+            .broken
+            .iter()
+            .any(|d| d.kind == crate::ir::SymbolKind::Intent);
         if !pack.library
+            && !intent_broken
+            && !pack.unresolved_imports
             && !prohibited.contains(tool.name.as_str())
             && !pack
                 .intents
@@ -152,10 +168,10 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
                     continue;
                 };
                 let raised = approval.max(Approval::Confirm);
-                let over: Vec<&str> = pack
-                    .intents
-                    .iter()
-                    .filter(|i| i.tools.iter().any(|t| t.name == r.name))
+                let over: Vec<&str> = permitted_by
+                    .get(r.name.as_str())
+                    .into_iter()
+                    .flatten()
                     .filter(|i| approval <= i.safety.ceiling() && raised > i.safety.ceiling())
                     .map(|i| i.name.as_str())
                     .collect();

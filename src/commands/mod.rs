@@ -3,10 +3,12 @@
 
 pub mod build;
 pub mod check;
+pub mod compile;
 pub mod explain;
 pub mod files;
 pub mod fmt;
 pub mod lsp;
+pub mod test;
 pub mod verify;
 
 /// Exit codes shared by every subcommand (see the runtime spec).

@@ -7,7 +7,9 @@
 //!
 //! # The layout
 //!
-//! - Items stay in the order written, separated by exactly one blank line.
+//! - Items stay in the order written, separated by exactly one blank line, except
+//!   that a run of one-line imports, prohibitions or redactors that the author wrote
+//!   on consecutive lines stays together.
 //! - Two spaces of indentation inside braces; one entry per line (a context or input
 //!   field, a tool, intent or budget entry, a `when` condition, an effect).
 //! - Inside a block, a blank line the author left between two entries is kept (several
@@ -15,10 +17,12 @@
 //!   grouping of fields without letting vertical space drift.
 //! - Single spaces between words; `path: type`, `list<T>`, `enum("a", "b")`, `T?`;
 //!   `a, b` in lists; single spaces around comparison and boolean operators;
-//!   `exists(path)`, `(expr)`, `[a, b]`; raw JSON as `{ "key": value }` and `[a, b]`.
+//!   `exists(path)`, `(expr)`, `[a, b]`; raw JSON as `{"key": value}` and `[a, b]`.
 //!   A trailing comma before `)` or `]` is dropped.
 //! - Buckets stay on one line, `bucket NAME { share 10% priority 90 }`, with the names
-//!   of one budget padded to the longest so that the braces line up.
+//!   of one budget padded to the longest so that the braces line up, and `share`
+//!   values padded to the widest when more fields follow; so do an
+//!   intent's share overrides, `budget { evidence 50% session 15% }`.
 //! - A `"""` string whose text starts on the next line is re-indented: its lines sit
 //!   two spaces deeper than the line it opens on, its closing quotes at that line's
 //!   indentation. Its value (the dedented text) does not change. Plain strings,

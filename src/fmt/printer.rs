@@ -10,6 +10,10 @@ use super::lexer::{Kind, Token, Tokens};
 /// Indentation of one level.
 const INDENT: usize = 2;
 
+/// One-line items that may stay on consecutive lines, without the blank line between
+/// items, when the author wrote them so: a run of imports, prohibitions or redactors.
+const GROUPABLE: &[&str] = &["import", "prohibit", "redactor"];
+
 struct Writer {
     out: String,
     /// Indentation of the entries of the innermost block.
@@ -79,9 +83,16 @@ impl<'t, 's> Printer<'t, 's> {
 
     pub fn file(mut self) -> Option<String> {
         let mut first = true;
+        // The previous item, when it was a one-line item that may be grouped.
+        let mut groupable: Option<&str> = None;
         while self.pos < self.toks.len() {
-            self.begin_entry(!first, true);
+            let keyword = self.cur()?.text;
+            let grouped = groupable == Some(keyword) && !self.cur()?.blank_before_all();
+            self.begin_entry(!first, !grouped);
+            let begin = self.pos;
             self.item()?;
+            groupable =
+                (GROUPABLE.contains(&keyword) && self.one_line(begin, self.pos)).then_some(keyword);
             first = false;
         }
         for (k, c) in self.end_comments.iter().enumerate() {
@@ -123,6 +134,19 @@ impl<'t, 's> Printer<'t, 's> {
             self.w.blank_line();
         }
         self.entry_first = true;
+    }
+
+    /// Do the tokens `begin..end` print on one line? Only comments before the first
+    /// or after the last, and no multi-line string.
+    fn one_line(&self, begin: usize, end: usize) -> bool {
+        let Some(toks) = self.toks.get(begin..end) else {
+            return false;
+        };
+        toks.iter().enumerate().all(|(i, t)| {
+            (i == 0 || t.leading.is_empty())
+                && (i + 1 == toks.len() || t.trailing.is_none())
+                && !(t.kind == Kind::Triple && t.text.contains('\n'))
+        })
     }
 
     /// Writes the current token with its comments, after a space when `space`.
@@ -267,7 +291,7 @@ impl<'t, 's> Printer<'t, 's> {
             }
             "context" => self.block(Self::decl)?,
             "budget" => {
-                let width = self.bucket_name_width();
+                let width = self.bucket_widths();
                 self.block(|p| p.budget_entry(width))?;
             }
             "tool" => {
@@ -352,9 +376,11 @@ impl<'t, 's> Printer<'t, 's> {
     }
 
     /// The longest bucket name in the budget block that starts at the current `{`.
-    fn bucket_name_width(&self) -> usize {
+    /// The longest bucket name and the widest `share` value in the budget block that
+    /// starts at the current `{`, for aligning the bucket lines.
+    fn bucket_widths(&self) -> (usize, usize) {
         let mut depth = 0usize;
-        let mut width = 0;
+        let mut width = (0, 0);
         for (i, t) in self.toks.iter().enumerate().skip(self.pos) {
             match t.text {
                 "{" => depth += 1,
@@ -366,7 +392,12 @@ impl<'t, 's> Printer<'t, 's> {
                 }
                 "bucket" if depth == 1 => {
                     if let Some(name) = self.toks.get(i + 1) {
-                        width = width.max(name.text.chars().count());
+                        width.0 = width.0.max(name.text.chars().count());
+                    }
+                }
+                "share" if depth == 2 => {
+                    if let Some(value) = self.toks.get(i + 1) {
+                        width.1 = width.1.max(value.text.chars().count());
                     }
                 }
                 _ => {}
@@ -375,7 +406,7 @@ impl<'t, 's> Printer<'t, 's> {
         width
     }
 
-    fn budget_entry(&mut self, width: usize) -> Step {
+    fn budget_entry(&mut self, (width, share_width): (usize, usize)) -> Step {
         match self.cur()?.text {
             "total" | "tokenizer" => {
                 self.sp()?;
@@ -389,22 +420,38 @@ impl<'t, 's> Printer<'t, 's> {
                     let pad = width.saturating_sub(name);
                     self.w.out.extend(std::iter::repeat_n(' ', pad));
                 }
-                self.expect("{", true)?;
-                while !self.at("}") {
-                    if self.pos >= self.toks.len() {
-                        return None;
-                    }
-                    self.sp()?;
-                }
-                // `{}` for an empty bucket, `{ share 10% }` otherwise.
-                let empty = self
-                    .toks
-                    .get(self.pos.wrapping_sub(1))
-                    .is_some_and(|t| t.is("{"));
-                self.tok(!empty)
+                self.inline_braces(share_width)
             }
             _ => None,
         }
+    }
+
+    /// `{ a b c }` on one line: a bucket's fields, an intent's share overrides. A
+    /// bucket's `share` value is padded to `share_width` when more fields follow, so
+    /// that the fields after it line up across the budget.
+    fn inline_braces(&mut self, share_width: usize) -> Step {
+        self.expect("{", true)?;
+        while !self.at("}") {
+            if self.pos >= self.toks.len() {
+                return None;
+            }
+            let is_share = self.at("share");
+            self.sp()?;
+            if is_share && !self.at("}") {
+                let value = self.cur()?.text.chars().count();
+                self.sp()?;
+                if !self.at("}") && !self.w.fresh {
+                    let pad = share_width.saturating_sub(value);
+                    self.w.out.extend(std::iter::repeat_n(' ', pad));
+                }
+            }
+        }
+        // `{}` when empty, `{ share 10% }` otherwise.
+        let empty = self
+            .toks
+            .get(self.pos.wrapping_sub(1))
+            .is_some_and(|t| t.is("{"));
+        self.tok(!empty)
     }
 
     fn tool_entry(&mut self) -> Step {
@@ -433,10 +480,7 @@ impl<'t, 's> Printer<'t, 's> {
             }
             "budget" => {
                 self.sp()?;
-                self.block(|p| {
-                    p.sp()?;
-                    p.sp()
-                })
+                self.inline_braces(0)
             }
             _ => None,
         }
@@ -537,26 +581,28 @@ impl<'t, 's> Printer<'t, 's> {
         }
     }
 
-    /// Raw JSON: `{ "key": value, ... }` and `[a, b]`, on one line.
+    /// Raw JSON: `{"key": value, ...}` and `[a, b]`, on one line.
     fn json_value(&mut self, space: bool) -> Step {
         if self.at("{") {
             self.tok(space)?;
             if self.at("}") {
                 return self.nsp();
             }
+            let mut first = true;
             loop {
                 if !self.at_kind(Kind::Str) {
                     return None;
                 }
-                self.sp()?;
+                self.tok(!first)?;
                 self.expect(":", false)?;
                 self.json_value(true)?;
                 if !self.at(",") {
                     break;
                 }
                 self.nsp()?;
+                first = false;
             }
-            self.expect("}", true)
+            self.expect("}", false)
         } else if self.at("[") {
             self.tok(space)?;
             if self.at("]") {

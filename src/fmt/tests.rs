@@ -202,11 +202,20 @@ fn normalizes_spacing_and_blank_lines() {
 }
 
 #[test]
-fn aligns_buckets() {
-    let src = format!("{HEAD}budget {{ total 10 bucket a {{ share 10% }} bucket longer {{}} }}\n");
+fn groups_runs_of_one_line_items() {
+    let src = format!("{HEAD}redactor a pattern \"a\"\nredactor b pattern \"b\" // b\n\n\nredactor c pattern \"c\"\nprohibit x\nprohibit y\nintent i {{ budget {{ e 50%   f 10% }} task \"t\" }}\n");
     assert_eq!(
         fmt(&src),
-        format!("{HEAD}budget {{\n  total 10\n  bucket a      {{ share 10% }}\n  bucket longer {{}}\n}}\n")
+        format!("{HEAD}redactor a pattern \"a\"\nredactor b pattern \"b\" // b\n\nredactor c pattern \"c\"\n\nprohibit x\nprohibit y\n\nintent i {{\n  budget {{ e 50% f 10% }}\n  task \"t\"\n}}\n")
+    );
+}
+
+#[test]
+fn aligns_buckets() {
+    let src = format!("{HEAD}budget {{ total 10 bucket a {{ share 10% }} bucket longer {{}} bucket b {{ share 5% priority 1 }} bucket c {{ share 12.5% min 1 }} }}\n");
+    assert_eq!(
+        fmt(&src),
+        format!("{HEAD}budget {{\n  total 10\n  bucket a      {{ share 10% }}\n  bucket longer {{}}\n  bucket b      {{ share 5%    priority 1 }}\n  bucket c      {{ share 12.5% min 1 }}\n}}\n")
     );
 }
 
@@ -217,7 +226,7 @@ fn expressions_and_json() {
     );
     assert_eq!(
         fmt(&src),
-        format!("{HEAD}policy p {{\n  when not (a.b == 1 or c in [\"x\", \"y\"]) and exists(d) and json {{ \"in\": [{{ \"var\": \"e\" }}, [1, 2e3]], \"x\": {{}} }}\n  deny t\n}}\n")
+        format!("{HEAD}policy p {{\n  when not (a.b == 1 or c in [\"x\", \"y\"]) and exists(d) and json {{\"in\": [{{\"var\": \"e\"}}, [1, 2e3]], \"x\": {{}}}}\n  deny t\n}}\n")
     );
 }
 

@@ -163,17 +163,25 @@ pub(super) fn outline(a: &Analysis) -> Vec<OutlineSymbol> {
                 s
             }
             ItemKind::Broken(b) => {
-                let Some(name) = &b.name else { continue };
-                let kind = match b.kind {
-                    BrokenKind::Tool => OutlineKind::Tool,
-                    BrokenKind::Intent => OutlineKind::Intent,
-                    BrokenKind::Policy => OutlineKind::Policy,
-                    BrokenKind::Redactor => OutlineKind::Redactor,
-                    BrokenKind::Block => OutlineKind::Block,
-                    BrokenKind::Bucket => OutlineKind::Bucket,
+                // An item whose body does not parse still shows in the outline, by
+                // name when its head parsed.
+                let (kind, fallback) = match b.kind {
+                    BrokenKind::Tool => (OutlineKind::Tool, "tool"),
+                    BrokenKind::Intent => (OutlineKind::Intent, "intent"),
+                    BrokenKind::Policy => (OutlineKind::Policy, "policy"),
+                    BrokenKind::Redactor => (OutlineKind::Redactor, "redactor"),
+                    BrokenKind::Block => (OutlineKind::Block, "block"),
+                    BrokenKind::Bucket => (OutlineKind::Bucket, "bucket"),
+                    BrokenKind::Budget => (OutlineKind::Budget, "budget"),
+                    BrokenKind::Context => (OutlineKind::Context, "context"),
+                    BrokenKind::Prompt => (OutlineKind::Prompt, "prompt"),
+                    BrokenKind::Import => (OutlineKind::Import, "import"),
                     BrokenKind::Other => continue,
                 };
-                leaf(name.name.clone(), kind, span, name.span)
+                match &b.name {
+                    Some(name) => leaf(name.name.clone(), kind, span, name.span),
+                    None => leaf(fallback.to_owned(), kind, span, kw),
+                }
             }
         };
         out.push(sym);

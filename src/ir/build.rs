@@ -33,7 +33,9 @@ pub fn build(
     for import in imports {
         b.merge(import);
     }
+    b.pack.index();
     b.bodies(file);
+    b.pack.index();
     (b.pack, b.diags)
 }
 
@@ -150,7 +152,16 @@ impl Builder {
                         BrokenKind::Redactor => SymbolKind::Redactor,
                         BrokenKind::Block => SymbolKind::Block,
                         BrokenKind::Bucket => SymbolKind::Bucket,
-                        BrokenKind::Other => continue,
+                        BrokenKind::Context => {
+                            // Fields after the error are unknown: do not report their uses.
+                            self.pack.unresolved_fields = true;
+                            continue;
+                        }
+                        BrokenKind::Import => {
+                            self.pack.unresolved_imports = true;
+                            continue;
+                        }
+                        BrokenKind::Budget | BrokenKind::Prompt | BrokenKind::Other => continue,
                     };
                     if let Some(name) = &broken.name {
                         self.first
@@ -674,6 +685,17 @@ impl Builder {
             }
         }
 
+        let broken = |kind: BrokenKind| {
+            file.items
+                .iter()
+                .any(|i| matches!(&i.kind, ItemKind::Broken(b) if b.kind == kind))
+        };
+        if broken(BrokenKind::Prompt) {
+            system = system.or(Some(self.pack.header_span));
+        }
+        if broken(BrokenKind::Budget) {
+            budget_seen = budget_seen.or(Some(self.pack.header_span));
+        }
         if !self.pack.library && file.header.is_some() {
             let at = self.pack.header_span;
             let pack = self.pack.name.clone();
@@ -693,12 +715,7 @@ impl Builder {
                     "add `budget { total 16_000 bucket ... }`",
                 ));
             }
-            let has_intent = !self.pack.intents.is_empty()
-                || self
-                    .pack
-                    .broken
-                    .iter()
-                    .any(|d| d.kind == SymbolKind::Intent);
+            let has_intent = !self.pack.intents.is_empty() || broken(BrokenKind::Intent);
             if !has_intent {
                 diags.push(missing(
                     at,

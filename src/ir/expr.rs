@@ -122,7 +122,8 @@ impl Checker<'_> {
     }
 
     fn unknown_path(&mut self, path: &str, span: Span) {
-        if self.pack.unresolved_imports && path.starts_with("ctx.") {
+        if (self.pack.unresolved_imports || self.pack.unresolved_fields) && path.starts_with("ctx.")
+        {
             return;
         }
         let candidates = all_paths(self.pack);
@@ -331,6 +332,15 @@ impl Checker<'_> {
                 }
             }
             CmpOp::In => match r {
+                Ty::List(_) if matches!(&strip(lhs).kind, ExprKind::Path(p) if p == "request.intent") =>
+                {
+                    // `request.intent in ["a", "b"]`: each name must be a declared intent.
+                    if let ExprKind::List(items) = &strip(rhs).kind {
+                        for item in items {
+                            self.intent_literal(lhs, item);
+                        }
+                    }
+                }
                 Ty::List(item) => {
                     if let ExprKind::List(items) = &strip(rhs).kind {
                         if let Ty::Enum(_) = l {

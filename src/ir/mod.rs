@@ -11,7 +11,7 @@ pub mod expr;
 pub mod scope;
 pub mod types;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -94,7 +94,12 @@ pub struct Pack {
     /// An import failed to resolve; unknown names may come from it, so they are not
     /// reported.
     pub unresolved_imports: bool,
+    /// A `context` block failed to parse; uses of its fields are not reported.
+    pub unresolved_fields: bool,
     pub(crate) field_index: HashMap<String, usize>,
+    /// Every declared (kind, name), broken items included; filled by [`build`].
+    pub(crate) symbols: HashSet<(SymbolKind, String)>,
+    pub(crate) tool_index: HashMap<String, usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -229,15 +234,28 @@ impl Pack {
     }
 
     pub fn tool(&self, name: &str) -> Option<&ToolIr> {
-        self.tools.iter().find(|t| t.name == name)
+        self.tool_index.get(name).map(|&i| &self.tools[i])
     }
 
     /// Is `name` declared as a `kind` (fully or by a broken item)?
     pub fn declares(&self, kind: SymbolKind, name: &str) -> bool {
-        self.definitions
+        self.symbols.contains(&(kind, name.to_owned()))
+    }
+
+    /// Fills the lookup tables from the collected items.
+    pub(crate) fn index(&mut self) {
+        self.symbols = self
+            .definitions
             .iter()
-            .any(|d| d.kind == kind && d.name == name)
-            || self.broken.iter().any(|d| d.kind == kind && d.name == name)
+            .chain(self.broken.iter())
+            .map(|d| (d.kind, d.name.clone()))
+            .collect();
+        self.tool_index = self
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.clone(), i))
+            .collect();
     }
 
     /// Every declared name of a kind, for "did you mean" help.

@@ -134,9 +134,24 @@ impl<'s> Driver<'s> {
                     pest::error::ErrorVariant::ParsingError { positives, .. } => positives,
                     pest::error::ErrorVariant::CustomError { .. } => Vec::new(),
                 };
-                let punctuation = expected_punctuation(rule, input);
-                self.syntax_error(at, &expected, &punctuation);
-                Err(at)
+                let (furthest, tokens) = expected_tokens(rule, input);
+                match furthest {
+                    // The detailed attempts got further than pest's summary: report
+                    // there, with the tokens expected there.
+                    Some(f) if pos + f > at && !tokens.is_empty() => {
+                        let at = self.skip_trivia(pos + f);
+                        self.syntax_error(at, &[], &tokens);
+                        Err(at)
+                    }
+                    _ => {
+                        let punctuation: Vec<String> = tokens
+                            .into_iter()
+                            .filter(|t| PUNCT.iter().any(|p| t.trim_matches('`') == *p))
+                            .collect();
+                        self.syntax_error(at, &expected, &punctuation);
+                        Err(at)
+                    }
+                }
             }
         }
     }
@@ -231,26 +246,32 @@ impl<'s> Driver<'s> {
         fallback.unwrap_or(src.len())
     }
 
+    /// What is left of an item whose body failed to parse: its kind (from the
+    /// keyword) and, when its head parsed, its name.
     fn broken_item(&mut self, pos: usize) -> Option<Item> {
         let input = &self.source[pos..];
         let keyword_end = token_end(self.source, pos);
         let keyword = Span::new(pos, keyword_end);
-        let pair = CtxpackParser::parse(Rule::item_head, input).ok()?.next()?;
-        let mut inner = pair.into_inner();
-        let kw = inner.next()?;
-        let kind = match kw.as_rule() {
-            Rule::kw_tool => BrokenKind::Tool,
-            Rule::kw_intent => BrokenKind::Intent,
-            Rule::kw_policy => BrokenKind::Policy,
-            Rule::kw_redactor => BrokenKind::Redactor,
-            Rule::kw_block => BrokenKind::Block,
-            Rule::kw_bucket => BrokenKind::Bucket,
+        let kind = match &self.source[pos..keyword_end] {
+            "tool" => BrokenKind::Tool,
+            "intent" => BrokenKind::Intent,
+            "policy" => BrokenKind::Policy,
+            "redactor" => BrokenKind::Redactor,
+            "block" => BrokenKind::Block,
+            "budget" => BrokenKind::Budget,
+            "context" => BrokenKind::Context,
+            "prompt" => BrokenKind::Prompt,
+            "import" => BrokenKind::Import,
             _ => BrokenKind::Other,
         };
-        let name = inner.next().map(|p| Ident {
-            name: p.as_str().to_owned(),
-            span: self.span_at(pos, &p),
-        });
+        let name = CtxpackParser::parse(Rule::item_head, input)
+            .ok()
+            .and_then(|mut pairs| pairs.next())
+            .and_then(|pair| pair.into_inner().nth(1))
+            .map(|p| Ident {
+                name: p.as_str().to_owned(),
+                span: self.span_at(pos, &p),
+            });
         Some(Item {
             kind: ItemKind::Broken(Broken { kind, name }),
             span: Span::new(pos, keyword_end),
@@ -1065,29 +1086,42 @@ impl<'s> Driver<'s> {
     }
 }
 
-/// Punctuation is not a rule, so pest's positives cannot name it. Error paths are
-/// rare, so we parse the failing item again with pest's detailed attempt tracking on
-/// and keep the punctuation it expected.
-fn expected_punctuation(rule: Rule, input: &str) -> Vec<String> {
-    const PUNCT: &[&str] = &["{", "}", "(", ")", "[", "]", ",", ":", "<", ">", "?", "|"];
+/// Punctuation is not a rule, so pest's positives cannot name it, and pest's summary
+/// position can fall short of where the parse really got stuck. Error paths are rare,
+/// so we parse the failing item again with pest's detailed attempt tracking on, and
+/// return the furthest position reached and the literal tokens expected there.
+fn expected_tokens(rule: Rule, input: &str) -> (Option<usize>, Vec<String>) {
     pest::set_error_detail(true);
     let result = CtxpackParser::parse(rule, input);
     pest::set_error_detail(false);
-    let Err(err) = result else { return Vec::new() };
+    let Err(err) = result else {
+        return (None, Vec::new());
+    };
     let Some(attempts) = err.parse_attempts() else {
-        return Vec::new();
+        return (None, Vec::new());
     };
     let mut out: Vec<String> = attempts
         .expected_tokens()
         .into_iter()
         .map(|t| t.to_string())
-        .filter(|t| PUNCT.contains(&t.as_str()))
+        // Whitespace, comments and the continuations of words and numbers are
+        // expected everywhere and say nothing.
+        .filter(|t| !noise(t))
         .map(|t| format!("`{t}`"))
         .collect();
     out.sort();
     out.dedup();
-    out
+    (Some(attempts.max_position), out)
 }
+
+/// Tokens that are expected almost everywhere and say nothing useful: whitespace,
+/// comments, character ranges and the continuations of words and numbers.
+fn noise(t: &str) -> bool {
+    let range = t.len() > 2 && t.contains("..");
+    t.trim().is_empty() || range || matches!(t, "BUILTIN_RULE" | "_" | "." | "//" | "\u{feff}")
+}
+
+const PUNCT: &[&str] = &["{", "}", "(", ")", "[", "]", ",", ":", "<", ">", "?", "|"];
 
 fn span_text(source: &str, span: Span) -> &str {
     source.get(span.start..span.end).unwrap_or("")

@@ -145,7 +145,7 @@ mod tests {
     fn escapes() {
         let s = lit(r#""a\"b\\c\n\t\u{1F600}\{{x}}""#, false);
         assert_eq!(s.value, "a\"b\\c\n\t😀{{x}}");
-        assert_eq!(s.literal_braces, vec![10]);
+        assert_eq!(s.literal_braces, vec![11]);
         assert_eq!(s.offsets.len(), s.value.len() + 1);
     }
 
