@@ -287,31 +287,27 @@ fn sarif_uri(path: &str) -> String {
     path.replace('\\', "/")
 }
 
-/// GitHub workflow commands: `::error file=..,line=..,col=..::[CODE] message`.
+/// GitHub workflow commands, one line per diagnostic, exactly
+/// `::error file=..,line=..,col=..::[CODE] message` (`::warning` for warnings).
 pub fn to_github(reports: &[FileReport]) -> String {
     let mut out = String::new();
     for l in reports.iter().flat_map(FileReport::located) {
-        let mut message = format!("[{}] {}", l.code, l.message);
-        if let Some(help) = &l.help {
-            message.push_str("\nhelp: ");
-            message.push_str(help);
-        }
         out.push_str(&format!(
-            "::{} file={},line={},col={},endLine={},endColumn={}::{}\n",
+            "::{} file={},line={},col={}::{}\n",
             l.severity,
             escape_property(&l.file),
             l.line,
             l.column,
-            l.end_line,
-            l.end_column,
-            escape_data(&message)
+            escape_data(&format!("[{}] {}", l.code, l.message))
         ));
     }
     out
 }
 
 fn escape_data(s: &str) -> String {
-    s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
 }
 
 fn escape_property(s: &str) -> String {
@@ -326,7 +322,9 @@ pub struct Rendered<'a> {
 
 impl fmt::Debug for Rendered<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Rendered").field("diagnostic", self.diagnostic).finish()
+        f.debug_struct("Rendered")
+            .field("diagnostic", self.diagnostic)
+            .finish()
     }
 }
 
@@ -391,7 +389,10 @@ pub fn to_human(report: &FileReport, color: bool) -> String {
             source: &source,
         };
         if handler.render_report(&mut out, &rendered).is_err() {
-            out.push_str(&format!("{}[{}]: {}\n", diagnostic.severity, diagnostic.code, diagnostic.message));
+            out.push_str(&format!(
+                "{}[{}]: {}\n",
+                diagnostic.severity, diagnostic.code, diagnostic.message
+            ));
         }
         out.push('\n');
     }

@@ -11,14 +11,26 @@
 //! The runtime compiler sees only artifacts, never the AST or the IR. So do the
 //! [`registry`] (publishing and loading pinned artifacts) and [`diff`] (the semantic
 //! diff of two artifacts).
+//!
+//! Beside the pipeline, for editors: [`fmt`] is the formatter (tokens plus the item
+//! structure; it never touches files with syntax errors), and [`ide`] answers an
+//! editor's questions about one document (hover, definition, references, completion,
+//! outline, rename, quick fixes) as pure functions of its text. The language server in
+//! `lsp/` only converts between these and the protocol.
 pub mod artifact;
+pub mod build;
 pub mod check;
 pub mod codes;
 pub mod commands;
 pub mod diagnostic;
 pub mod diff;
+pub mod fmt;
+pub mod ide;
+pub mod imports;
 pub mod ir;
+pub mod lower;
 pub mod registry;
+pub mod runtime;
 pub mod span;
 pub mod syntax;
 pub mod tokens;

@@ -2,7 +2,11 @@
 //! work lives in the library (`ctxpack::commands`).
 
 use clap::{Parser, Subcommand};
-use ctxpack::commands::{self, check::CheckArgs, diff::DiffArgs, exit, publish::PublishArgs, versions::VersionsArgs};
+use ctxpack::commands::{
+    self, build::BuildArgs, check::CheckArgs, compile::CompileArgs, diff::DiffArgs, exit,
+    fmt::FmtArgs, lsp::LspArgs, publish::PublishArgs, test::TestArgs, verify::VerifyArgs,
+    versions::VersionsArgs,
+};
 
 /// ctxpack — review, version and reproduce the context of LLM agents like code.
 ///
@@ -11,7 +15,12 @@ use ctxpack::commands::{self, check::CheckArgs, diff::DiffArgs, exit, publish::P
 /// `check` validates packs; `explain` documents every diagnostic code; `publish`,
 /// `versions` and `diff` work with pinned artifacts and the registry.
 #[derive(Debug, Parser)]
-#[command(name = "ctxpack", version, propagate_version = true, arg_required_else_help = true)]
+#[command(
+    name = "ctxpack",
+    version,
+    propagate_version = true,
+    arg_required_else_help = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -23,8 +32,40 @@ enum Command {
     ///
     /// Exit codes: 0 clean, 1 errors found (or warnings with --deny-warnings),
     /// 2 usage error, 3 a path could not be read.
-    #[command(after_help = "Examples:\n  ctxpack check packs/\n  ctxpack check --format json support.ctxpack\n  ctxpack check --deny-warnings --format github packs/")]
+    #[command(
+        after_help = "Examples:\n  ctxpack check packs/\n  ctxpack check --format json support.ctxpack\n  ctxpack check --deny-warnings --format github packs/"
+    )]
     Check(CheckArgs),
+    /// Check a pack and lower it to its pinned, hashed artifact.
+    ///
+    /// Exit codes: 0 built, 1 the pack has errors, 3 unreadable input.
+    Build(BuildArgs),
+    /// Recompute an artifact's hash and refuse a mismatch or an unknown format.
+    ///
+    /// Exit codes: 0 verified, 3 unreadable or not JSON, 4 hash mismatch or unknown format.
+    Verify(VerifyArgs),
+    /// Compile a pinned artifact plus one request's inputs into a compiled context.
+    ///
+    /// Exit codes: 0 compiled (even when the pack says to refuse: that is a control
+    /// for the host), 2 usage, 3 unreadable input, 4 invalid input, 5 refused by the
+    /// pack (policy_eval_error, budget_exhausted, overflow error).
+    Compile(CompileArgs),
+    /// Run the `*.tests.yaml` cases beside packs and report `N passed, N failed`.
+    ///
+    /// Exit codes: 0 all passed, 1 a case failed, 3/4 a test file is unreadable or invalid.
+    Test(TestArgs),
+    /// Rewrite packs in the canonical layout (`--check` only reports).
+    ///
+    /// Exit codes: 0 formatted, 1 unformatted files with --check or files with syntax
+    /// errors (never rewritten), 3 a path could not be read or written.
+    #[command(
+        after_help = "Examples:\n  ctxpack fmt packs/\n  ctxpack fmt --check .\n  ctxpack fmt - < support.ctxpack"
+    )]
+    Fmt(FmtArgs),
+    /// Run the language server on stdio (starts the `ctxpack-lsp` binary).
+    ///
+    /// Looks for `ctxpack-lsp` next to this executable, then on PATH.
+    Lsp(LspArgs),
     /// Explain a diagnostic code: what it means, why it matters, an example and the fix.
     ///
     /// Without a code, lists every code.
@@ -41,13 +82,17 @@ enum Command {
     /// Exit codes: 0 published or already published, 3 the file or registry could
     /// not be read or written, 4 the artifact is invalid or tampered, or its version
     /// is already published with a different hash.
-    #[command(after_help = "Examples:\n  ctxpack publish out/support.json\n  ctxpack publish --registry /mnt/packs out/support.json")]
+    #[command(
+        after_help = "Examples:\n  ctxpack publish out/support.json\n  ctxpack publish --registry /mnt/packs out/support.json"
+    )]
     Publish(PublishArgs),
     /// List a pack's published versions and their hashes, sorted by semver.
     ///
     /// Exit codes: 0 listed, 3 the pack is not in the registry, 4 a malformed name
     /// or a corrupt index.
-    #[command(after_help = "Examples:\n  ctxpack versions acme/support\n  ctxpack versions --format json acme/support")]
+    #[command(
+        after_help = "Examples:\n  ctxpack versions acme/support\n  ctxpack versions --format json acme/support"
+    )]
     Versions(VersionsArgs),
     /// Compare two artifacts: tools, policies, budget, prompts, intents and more,
     /// with safety-relevant changes (approval or risk raised or lowered, policies
@@ -55,7 +100,9 @@ enum Command {
     ///
     /// Exit codes: 0 compared (whether or not they differ; with --exit-code, 1 when
     /// they differ), 3 an input could not be read, 4 an input is invalid.
-    #[command(after_help = "Examples:\n  ctxpack diff v1.json v2.json\n  ctxpack diff acme/support@1.0.0 acme/support@1.1.0\n  ctxpack diff --format json --exit-code old.json new.json")]
+    #[command(
+        after_help = "Examples:\n  ctxpack diff v1.json v2.json\n  ctxpack diff acme/support@1.0.0 acme/support@1.1.0\n  ctxpack diff --format json --exit-code old.json new.json"
+    )]
     Diff(DiffArgs),
 }
 
@@ -63,13 +110,23 @@ fn main() {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let code = if e.use_stderr() { exit::USAGE } else { exit::OK };
+            let code = if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            };
             let _ = e.print();
             std::process::exit(code);
         }
     };
     let code = match &cli.command {
         Command::Check(args) => commands::check::run(args),
+        Command::Build(args) => commands::build::run(args),
+        Command::Verify(args) => commands::verify::run(args),
+        Command::Compile(args) => commands::compile::run(args),
+        Command::Test(args) => commands::test::run(args),
+        Command::Fmt(args) => commands::fmt::run(args),
+        Command::Lsp(args) => commands::lsp::run(args),
         Command::Explain { code } => commands::explain::run(code.as_deref()),
         Command::Publish(args) => commands::publish::run(args),
         Command::Versions(args) => commands::versions::run(args),

@@ -1,1 +1,72 @@
-fn main() {}
+//! `ctxpack-lsp`: the ctxpack language server, on stdio.
+//!
+//! Usage: `ctxpack-lsp [--registry DIR] [--stdio]`. `--registry` names the registry
+//! that imports are resolved from (default: `$CTXPACK_REGISTRY`, else
+//! `.ctxpack/registry`, as for `ctxpack check`); `--stdio` is accepted and ignored,
+//! since stdio is the only transport. `ctxpack lsp` starts this binary too.
+
+mod convert;
+mod server;
+
+use std::path::PathBuf;
+
+use tower_lsp_server::{LspService, Server};
+
+const USAGE: &str = "usage: ctxpack-lsp [--registry DIR] [--stdio]\n\n\
+The ctxpack language server. It speaks the Language Server Protocol on stdin/stdout.\n\n\
+Options:\n  --registry DIR  resolve imports from DIR [default: $CTXPACK_REGISTRY or .ctxpack/registry]\n  \
+--stdio         accepted for editor compatibility (stdio is the only transport)\n  \
+--version       print the version\n  --help          print this help";
+
+/// Parses the command line: the registry, or an exit code and message.
+fn parse_args(args: impl Iterator<Item = String>) -> Result<Option<PathBuf>, (i32, String)> {
+    let mut registry = None;
+    let mut args = args.peekable();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--stdio" => {}
+            "--registry" => match args.next() {
+                Some(dir) => registry = Some(PathBuf::from(dir)),
+                None => {
+                    return Err((
+                        2,
+                        format!("error: `--registry` needs a directory\n\n{USAGE}"),
+                    ))
+                }
+            },
+            "--help" | "-h" => return Err((0, USAGE.to_owned())),
+            "--version" | "-V" => {
+                return Err((0, format!("ctxpack-lsp {}", env!("CARGO_PKG_VERSION"))))
+            }
+            other => match other.strip_prefix("--registry=") {
+                Some(dir) => registry = Some(PathBuf::from(dir)),
+                None => {
+                    return Err((
+                        2,
+                        format!("error: unexpected argument `{other}`\n\n{USAGE}"),
+                    ))
+                }
+            },
+        }
+    }
+    Ok(registry)
+}
+
+#[tokio::main]
+async fn main() {
+    let registry = match parse_args(std::env::args().skip(1)) {
+        Ok(r) => r,
+        Err((code, message)) => {
+            if code == 0 {
+                println!("{message}");
+            } else {
+                eprintln!("{message}");
+            }
+            std::process::exit(code);
+        }
+    };
+    let (service, socket) = LspService::new(|client| server::Backend::new(client, registry));
+    Server::new(tokio::io::stdin(), tokio::io::stdout(), socket)
+        .serve(service)
+        .await;
+}

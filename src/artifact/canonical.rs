@@ -30,7 +30,7 @@ fn write_value(value: &Value, out: &mut Vec<u8>) {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_scalar(&Value::String(key.clone()), out);
+                write_key(key, out);
                 out.push(b':');
                 write_value(item, out);
             }
@@ -47,6 +47,14 @@ fn write_value(value: &Value, out: &mut Vec<u8>) {
             out.push(b']');
         }
         scalar => write_scalar(scalar, out),
+    }
+}
+
+/// Writes a key exactly as `write_scalar` would write it as a string value, without
+/// cloning it into a `Value` first (this runs once per key of every envelope).
+fn write_key(key: &str, out: &mut Vec<u8>) {
+    if serde_json::to_writer(&mut *out, key).is_err() {
+        out.extend_from_slice(b"\"\"");
     }
 }
 

@@ -29,7 +29,9 @@ mod tests {
         for ok in ["acme/support", "a/b", "0x/base-safety-2"] {
             assert!(valid_pack_name(ok), "{ok}");
         }
-        for bad in ["acme", "acme/", "/x", "a/b/c", "Acme/x", "a/-x", "a/x_y", "a/..", "../x", "a/x y", ""] {
+        for bad in [
+            "acme", "acme/", "/x", "a/b/c", "Acme/x", "a/-x", "a/x_y", "a/..", "../x", "a/x y", "",
+        ] {
             assert!(!valid_pack_name(bad), "{bad}");
         }
     }

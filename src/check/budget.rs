@@ -22,15 +22,23 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
     let sum: u64 = shares.values().sum();
     if sum > PPM {
         diags.push(
-            Diagnostic::new("E0501", budget.keyword, format!("bucket shares sum to {}, over 100%", percent(sum)))
-                .with_label("over-allocated budget")
-                .with_help("lower some `share`s so that they sum to 100%"),
+            Diagnostic::new(
+                "E0501",
+                budget.keyword,
+                format!("bucket shares sum to {}, over 100%", percent(sum)),
+            )
+            .with_label("over-allocated budget")
+            .with_help("lower some `share`s so that they sum to 100%"),
         );
     } else if sum < PPM && !budget.buckets.is_empty() {
         diags.push(
-            Diagnostic::new("W0501", budget.keyword, format!("bucket shares sum to {}, under 100%", percent(sum)))
-                .with_label("part of the budget is never allocated")
-                .with_help("raise some `share`s so that they sum to 100%"),
+            Diagnostic::new(
+                "W0501",
+                budget.keyword,
+                format!("bucket shares sum to {}, under 100%", percent(sum)),
+            )
+            .with_label("part of the budget is never allocated")
+            .with_help("raise some `share`s so that they sum to 100%"),
         );
     }
     for intent in &pack.intents {
@@ -66,9 +74,13 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
         }
         Some((t, span)) if t <= 0 => {
             diags.push(
-                Diagnostic::new("E0502", span, format!("budget total must be positive, found {t}"))
-                    .with_label("not positive")
-                    .with_help("declare a positive number of tokens, e.g. `total 16_000`"),
+                Diagnostic::new(
+                    "E0502",
+                    span,
+                    format!("budget total must be positive, found {t}"),
+                )
+                .with_label("not positive")
+                .with_help("declare a positive number of tokens, e.g. `total 16_000`"),
             );
             None
         }
@@ -77,7 +89,9 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
 
     if let Some((total, total_span)) = total {
         for b in &budget.buckets {
-            let (Some((min, min_span)), Some(share)) = (b.min, b.share_ppm) else { continue };
+            let (Some((min, min_span)), Some(share)) = (b.min, b.share_ppm) else {
+                continue;
+            };
             let cap = (u128::from(total) * u128::from(share) / u128::from(PPM)) as u64;
             if min > 0 && min as u64 > cap {
                 diags.push(
@@ -137,7 +151,9 @@ fn literal_tokens(tokenizer: crate::artifact::Tokenizer, t: &TemplateIr) -> usiz
     for part in &t.parts {
         match part {
             TemplatePart::Text(s) => text.push_str(s),
-            TemplatePart::Path { default: Some(d), .. } => text.push_str(d),
+            TemplatePart::Path {
+                default: Some(d), ..
+            } => text.push_str(d),
             TemplatePart::Path { .. } => {}
         }
     }

@@ -26,18 +26,39 @@ impl Checked {
     }
 }
 
-/// Parses and checks one file's text.
+/// Parses and checks one file's text, without a registry: imports that name a
+/// version are reported as not found (E0702).
 pub fn check_source(source: &str) -> Checked {
-    let (ast, mut diagnostics) = syntax::parse(source);
-    let (pack, ir_diags) = ir::build(&ast);
+    check_source_with(source, &crate::imports::NoSource, None).0
+}
+
+/// Parses and checks one file's text, resolving imports from `source` and checking
+/// them against `lock`. Also returns the resolved dependencies, for lowering.
+pub fn check_source_with(
+    text: &str,
+    source: &dyn crate::imports::PackSource,
+    lock: Option<&crate::imports::Lockfile>,
+) -> (Checked, Vec<crate::artifact::Dependency>) {
+    let (ast, mut diagnostics) = syntax::parse(text);
+    let own_name = ast
+        .header
+        .as_ref()
+        .map(|h| h.name.value.clone())
+        .unwrap_or_default();
+    let resolution = crate::imports::resolve(&own_name, &ir::import_decls(&ast), source, lock);
+    diagnostics.extend(resolution.diagnostics);
+    let (pack, ir_diags) = ir::build(&ast, &resolution.imported, resolution.unresolved);
     diagnostics.extend(ir_diags);
     run_checks(&pack, &mut diagnostics);
     sort(&mut diagnostics);
-    Checked {
-        ast,
-        pack,
-        diagnostics,
-    }
+    (
+        Checked {
+            ast,
+            pack,
+            diagnostics,
+        },
+        resolution.dependencies,
+    )
 }
 
 /// The checks that need the whole IR.
@@ -52,7 +73,12 @@ pub fn run_checks(pack: &Pack, diagnostics: &mut Vec<Diagnostic>) {
 /// stable, so diagnostics at the same place keep the order they were found in.
 pub fn sort(diagnostics: &mut Vec<Diagnostic>) {
     diagnostics.sort_by(|a, b| {
-        (a.span.start, a.severity, a.code, a.span.end).cmp(&(b.span.start, b.severity, b.code, b.span.end))
+        (a.span.start, a.severity, a.code, a.span.end).cmp(&(
+            b.span.start,
+            b.severity,
+            b.code,
+            b.span.end,
+        ))
     });
     diagnostics.dedup();
 }

@@ -42,8 +42,15 @@ pub fn resolve(pack: &Pack, kind: SymbolKind, name: &NameRef, diags: &mut Vec<Di
     if pack.declares(kind, &name.name) {
         return true;
     }
-    let mut d = Diagnostic::new("E0102", name.span, format!("unknown {} `{}`", kind.as_str(), name.name))
-        .with_label(format!("no {} of this name", kind.as_str()));
+    if pack.unresolved_imports {
+        return false;
+    }
+    let mut d = Diagnostic::new(
+        "E0102",
+        name.span,
+        format!("unknown {} `{}`", kind.as_str(), name.name),
+    )
+    .with_label(format!("no {} of this name", kind.as_str()));
     match nearest(&name.name, pack.names(kind)) {
         Some(best) => d = d.with_suggestion(name.span, best),
         None => {

@@ -7,7 +7,12 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
     for r in &pack.redactors {
         if let Err(e) = regex::Regex::new(&r.pattern) {
             let detail = match &e {
-                regex::Error::Syntax(s) => s.lines().last().unwrap_or("invalid syntax").trim().to_owned(),
+                regex::Error::Syntax(s) => s
+                    .lines()
+                    .last()
+                    .unwrap_or("invalid syntax")
+                    .trim()
+                    .to_owned(),
                 other => other.to_string(),
             };
             diags.push(

@@ -2,7 +2,7 @@
 //! approval (E0402), prohibited tools (E0403), unused and undescribed tools (W0401,
 //! W0402) and approval raises that an intent cannot honor (W0403).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::artifact::Approval;
 use crate::diagnostic::Diagnostic;
@@ -10,6 +10,16 @@ use crate::ir::{EffectIr, Pack};
 
 pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
     let prohibited: HashSet<&str> = pack.prohibitions.iter().map(|p| p.name.as_str()).collect();
+    // Tool name → the intents that permit it.
+    let mut permitted_by: HashMap<&str, Vec<&crate::ir::IntentIr>> = HashMap::new();
+    for intent in &pack.intents {
+        for t in &intent.tools {
+            permitted_by
+                .entry(t.name.as_str())
+                .or_default()
+                .push(intent);
+        }
+    }
 
     for intent in &pack.intents {
         let ceiling = intent.safety.ceiling();
@@ -19,18 +29,28 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
                 let mut d = Diagnostic::new(
                     "E0403",
                     r.span,
-                    format!("intent `{}` permits `{}`, which the pack prohibits", intent.name, r.name),
+                    format!(
+                        "intent `{}` permits `{}`, which the pack prohibits",
+                        intent.name, r.name
+                    ),
                 )
                 .with_label("prohibited tool")
-                .with_help(format!("remove `{}` from the intent's `tools`, or lift the prohibition", r.name));
+                .with_help(format!(
+                    "remove `{}` from the intent's `tools`, or lift the prohibition",
+                    r.name
+                ));
                 if let Some(p) = first {
                     d = d.with_secondary(p.span, "prohibited here");
                 }
                 diags.push(d);
                 continue;
             }
-            let Some(tool) = pack.tool(&r.name) else { continue };
-            let Some((approval, approval_span)) = tool.approval else { continue };
+            let Some(tool) = pack.tool(&r.name) else {
+                continue;
+            };
+            let Some((approval, approval_span)) = tool.approval else {
+                continue;
+            };
             if approval > ceiling {
                 diags.push(
                     Diagnostic::new(
@@ -44,8 +64,15 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
                             approval.as_str()
                         ),
                     )
-                    .with_label(format!("`{}` honors approval up to `{}`", intent.safety.as_str(), ceiling.as_str()))
-                    .with_secondary(approval_span, format!("`{}` approval declared here", approval.as_str()))
+                    .with_label(format!(
+                        "`{}` honors approval up to `{}`",
+                        intent.safety.as_str(),
+                        ceiling.as_str()
+                    ))
+                    .with_secondary(
+                        approval_span,
+                        format!("`{}` approval declared here", approval.as_str()),
+                    )
                     .with_help(format!(
                         "raise the intent's safety (`safety {}`), or remove `{}` from its `tools`",
                         needed_safety(approval),
@@ -57,7 +84,9 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
     }
 
     for tool in &pack.tools {
-        if let (Some((risk, risk_span)), Some((approval, approval_span))) = (tool.risk, tool.approval) {
+        if let (Some((risk, risk_span)), Some((approval, approval_span))) =
+            (tool.risk, tool.approval)
+        {
             let needed = match risk {
                 crate::artifact::Risk::Critical => Approval::Review,
                 crate::artifact::Risk::High => Approval::Confirm,
@@ -84,36 +113,65 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
                 );
             }
         }
-        if tool.description.as_deref().is_none_or(|d| d.trim().is_empty()) {
-            diags.push(
-                Diagnostic::new("W0402", tool.name_span, format!("tool `{}` has no description", tool.name))
-                    .with_label("no description")
-                    .with_help("the model chooses tools by their description: add `description \"...\"`"),
-            );
-        }
-        if !pack.library
-            && !prohibited.contains(tool.name.as_str())
-            && !pack.intents.iter().any(|i| i.tools.iter().any(|t| t.name == tool.name))
+        if tool
+            .description
+            .as_deref()
+            .is_none_or(|d| d.trim().is_empty())
         {
             diags.push(
-                Diagnostic::new("W0401", tool.name_span, format!("tool `{}` is permitted by no intent", tool.name))
-                    .with_label("never surfaced")
-                    .with_help("add it to an intent's `tools`, prohibit it, or remove it"),
+                Diagnostic::new(
+                    "W0402",
+                    tool.name_span,
+                    format!("tool `{}` has no description", tool.name),
+                )
+                .with_label("no description")
+                .with_help(
+                    "the model chooses tools by their description: add `description \"...\"`",
+                ),
+            );
+        }
+        let intent_broken = pack
+            .broken
+            .iter()
+            .any(|d| d.kind == crate::ir::SymbolKind::Intent);
+        if !pack.library
+            && !intent_broken
+            && !pack.unresolved_imports
+            && !prohibited.contains(tool.name.as_str())
+            && !pack
+                .intents
+                .iter()
+                .any(|i| i.tools.iter().any(|t| t.name == tool.name))
+        {
+            diags.push(
+                Diagnostic::new(
+                    "W0401",
+                    tool.name_span,
+                    format!("tool `{}` is permitted by no intent", tool.name),
+                )
+                .with_label("never surfaced")
+                .with_help("add it to an intent's `tools`, prohibit it, or remove it"),
             );
         }
     }
 
     for policy in &pack.policies {
         for effect in &policy.effects {
-            let EffectIr::RequireApproval(tools) = effect else { continue };
+            let EffectIr::RequireApproval(tools) = effect else {
+                continue;
+            };
             for r in tools {
-                let Some(tool) = pack.tool(&r.name) else { continue };
-                let Some((approval, _)) = tool.approval else { continue };
+                let Some(tool) = pack.tool(&r.name) else {
+                    continue;
+                };
+                let Some((approval, _)) = tool.approval else {
+                    continue;
+                };
                 let raised = approval.max(Approval::Confirm);
-                let over: Vec<&str> = pack
-                    .intents
-                    .iter()
-                    .filter(|i| i.tools.iter().any(|t| t.name == r.name))
+                let over: Vec<&str> = permitted_by
+                    .get(r.name.as_str())
+                    .into_iter()
+                    .flatten()
                     .filter(|i| approval <= i.safety.ceiling() && raised > i.safety.ceiling())
                     .map(|i| i.name.as_str())
                     .collect();

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::{exit, files};
-use crate::check::check_source;
+use crate::check::check_source_with;
 use crate::diagnostic::{self, FileReport};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -31,16 +31,26 @@ pub struct CheckArgs {
     /// Fail (exit 1) on warnings too.
     #[arg(long)]
     pub deny_warnings: bool,
+    /// Registry to resolve imports from [default: $CTXPACK_REGISTRY or .ctxpack/registry].
+    #[arg(long, value_name = "DIR")]
+    pub registry: Option<PathBuf>,
 }
 
 /// Checks every file and returns the reports, or an unreadable path.
-pub fn check_paths(paths: &[PathBuf]) -> Result<Vec<FileReport>, String> {
+pub fn check_paths(
+    paths: &[PathBuf],
+    registry: Option<&std::path::Path>,
+) -> Result<Vec<FileReport>, String> {
     let files = files::collect(paths, ".ctxpack")?;
+    let registry = crate::imports::RegistryDir::locate(registry);
     let mut reports = Vec::with_capacity(files.len());
     for file in files {
-        let bytes = std::fs::read(&file).map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
-        let source = String::from_utf8(bytes).map_err(|_| format!("`{}` is not valid UTF-8", file.display()))?;
-        let checked = check_source(&source);
+        let bytes =
+            std::fs::read(&file).map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
+        let source = String::from_utf8(bytes)
+            .map_err(|_| format!("`{}` is not valid UTF-8", file.display()))?;
+        let lock = crate::imports::Lockfile::read(&crate::imports::Lockfile::path_for(&file))?;
+        let (checked, _) = check_source_with(&source, &registry, lock.as_ref());
         reports.push(FileReport {
             path: files::display(&file),
             source,
@@ -51,7 +61,7 @@ pub fn check_paths(paths: &[PathBuf]) -> Result<Vec<FileReport>, String> {
 }
 
 pub fn run(args: &CheckArgs) -> i32 {
-    let reports = match check_paths(&args.paths) {
+    let reports = match check_paths(&args.paths, args.registry.as_deref()) {
         Ok(r) => r,
         Err(message) => {
             eprintln!("error: {message}");

@@ -78,6 +78,11 @@ pub fn load_artifact(input: &Path, registry: &Registry) -> Result<Artifact, (i32
             .and_then(|pack| registry.load(&pack))
             .map_err(|e| (e.exit_code(), e.to_string()));
     }
-    let bytes = std::fs::read(input).map_err(|e| (exit::UNREADABLE, format!("cannot read `{}`: {e}", input.display())))?;
+    let bytes = std::fs::read(input).map_err(|e| {
+        (
+            exit::UNREADABLE,
+            format!("cannot read `{}`: {e}", input.display()),
+        )
+    })?;
     verify_bytes(&bytes).map_err(|e| (e.exit_code(), format!("`{}`: {e}", input.display())))
 }

@@ -7,7 +7,12 @@ pub fn run(code: Option<&str>) -> i32 {
     match code {
         None => {
             for info in codes::CODES {
-                println!("{}  {:<7}  {}", info.code, info.severity.as_str(), info.title);
+                println!(
+                    "{}  {:<7}  {}",
+                    info.code,
+                    info.severity.as_str(),
+                    info.title
+                );
             }
             exit::OK
         }

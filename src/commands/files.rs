@@ -8,9 +8,11 @@ use std::path::{Path, PathBuf};
 pub fn collect(paths: &[PathBuf], suffix: &str) -> Result<Vec<PathBuf>, String> {
     let mut out = Vec::new();
     for path in paths {
-        let meta = std::fs::metadata(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+        let meta = std::fs::metadata(path)
+            .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
         if meta.is_dir() {
-            walk(path, suffix, &mut out).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+            walk(path, suffix, &mut out)
+                .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
         } else {
             out.push(path.clone());
         }

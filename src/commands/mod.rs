@@ -1,11 +1,17 @@
 //! The CLI's subcommands, as library functions returning an exit code. `main.rs`
 //! only parses arguments and dispatches here.
 
+pub mod build;
 pub mod check;
+pub mod compile;
 pub mod diff;
 pub mod explain;
 pub mod files;
+pub mod fmt;
+pub mod lsp;
 pub mod publish;
+pub mod test;
+pub mod verify;
 pub mod versions;
 
 /// Exit codes shared by every subcommand (see the runtime spec).

@@ -42,7 +42,10 @@ fn report(result: Result<Publication, RegistryError>) -> i32 {
                     println!("published {} ({}) to {}", p.pack, p.hash, p.path.display())
                 }
                 PublishOutcome::AlreadyPublished => {
-                    println!("{} is already published with the same hash ({})", p.pack, p.hash)
+                    println!(
+                        "{} is already published with the same hash ({})",
+                        p.pack, p.hash
+                    )
                 }
             }
             exit::OK

@@ -18,7 +18,8 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::artifact::{
-    Artifact, Block, Bucket, ContextField, Dependency, Intent, Policy, Prohibition, Redactor, Tool, Type,
+    Artifact, Block, Bucket, ContextField, Dependency, Intent, Policy, Prohibition, Redactor, Tool,
+    Type,
 };
 
 /// The difference between two artifacts. Serialized, it is the `--format json`
@@ -163,13 +164,17 @@ impl SafetyKind {
     pub fn effect(self) -> SafetyEffect {
         use SafetyKind::*;
         match self {
-            ApprovalLowered | RiskLowered | IntentSafetyLowered | IntentToolGranted | PolicyRemoved
-            | PolicyMadeAdvisory | ProhibitionRemoved | RedactorRemoved => SafetyEffect::Weakens,
-            RiskRaised | ToolAdded | PolicyConditionChanged | PolicyEffectsChanged | RedactorPatternChanged => {
-                SafetyEffect::Review
+            ApprovalLowered | RiskLowered | IntentSafetyLowered | IntentToolGranted
+            | PolicyRemoved | PolicyMadeAdvisory | ProhibitionRemoved | RedactorRemoved => {
+                SafetyEffect::Weakens
             }
-            ApprovalRaised | IntentSafetyRaised | IntentToolRevoked | PolicyAdded | PolicyMadeEnforcing
-            | ProhibitionAdded | RedactorAdded => SafetyEffect::Tightens,
+            RiskRaised
+            | ToolAdded
+            | PolicyConditionChanged
+            | PolicyEffectsChanged
+            | RedactorPatternChanged => SafetyEffect::Review,
+            ApprovalRaised | IntentSafetyRaised | IntentToolRevoked | PolicyAdded
+            | PolicyMadeEnforcing | ProhibitionAdded | RedactorAdded => SafetyEffect::Tightens,
         }
     }
 
@@ -214,7 +219,10 @@ impl SafetyEffect {
 /// Compares two artifacts.
 pub fn diff(a: &Artifact, b: &Artifact) -> ArtifactDiff {
     let cx = Cx {
-        own: [format!("{}@{}", a.name, a.version), format!("{}@{}", b.name, b.version)],
+        own: [
+            format!("{}@{}", a.name, a.version),
+            format!("{}@{}", b.name, b.version),
+        ],
     };
     let (a_budget, b_budget) = (a.budget.as_ref(), b.budget.as_ref());
     let (a_prompts, b_prompts) = (a.prompts.as_ref(), b.prompts.as_ref());
@@ -235,7 +243,11 @@ pub fn diff(a: &Artifact, b: &Artifact) -> ArtifactDiff {
         policies: diff_items(&a.policies, &b.policies, &cx),
         budget: BudgetDiff {
             changes: value_changes(&[
-                ("total", json!(a_budget.map(|b| b.total)), json!(b_budget.map(|b| b.total))),
+                (
+                    "total",
+                    json!(a_budget.map(|b| b.total)),
+                    json!(b_budget.map(|b| b.total)),
+                ),
                 (
                     "tokenizer",
                     json!(a_budget.map(|b| b.tokenizer)),
@@ -252,11 +264,22 @@ pub fn diff(a: &Artifact, b: &Artifact) -> ArtifactDiff {
             .into_iter()
             .filter_map(|which| {
                 let text = |p: Option<&crate::artifact::Prompts>| {
-                    p.and_then(|p| if which == "system" { Some(&p.system) } else { p.developer.as_ref() })
-                        .map_or("", |t| t.text.as_str())
-                        .to_owned()
+                    p.and_then(|p| {
+                        if which == "system" {
+                            Some(&p.system)
+                        } else {
+                            p.developer.as_ref()
+                        }
+                    })
+                    .map_or("", |t| t.text.as_str())
+                    .to_owned()
                 };
-                field_change(which, &cx, &Field::Text(text(a_prompts)), &Field::Text(text(b_prompts)))
+                field_change(
+                    which,
+                    &cx,
+                    &Field::Text(text(a_prompts)),
+                    &Field::Text(text(b_prompts)),
+                )
             })
             .collect(),
         intents: diff_items(&a.intents, &b.intents, &cx),
@@ -307,7 +330,12 @@ fn collect_safety(d: &ArtifactDiff) -> Vec<SafetyNote> {
         for (entries, what) in [(&s.added, "added"), (&s.removed, "removed")] {
             for e in entries {
                 if let Some(kind) = e.safety {
-                    notes.push(note(kind, section, &e.name, format!("{what}: {}", e.summary)));
+                    notes.push(note(
+                        kind,
+                        section,
+                        &e.name,
+                        format!("{what}: {}", e.summary),
+                    ));
                 }
             }
         }
@@ -336,11 +364,18 @@ fn note(kind: SafetyKind, section: &'static str, item: &str, detail: String) -> 
 }
 
 fn safety_detail(kind: SafetyKind, c: &FieldChange) -> String {
-    let (from, to) = (c.from.as_ref().unwrap_or(&Value::Null), c.to.as_ref().unwrap_or(&Value::Null));
+    let (from, to) = (
+        c.from.as_ref().unwrap_or(&Value::Null),
+        c.to.as_ref().unwrap_or(&Value::Null),
+    );
     match kind {
         SafetyKind::IntentToolGranted | SafetyKind::IntentToolRevoked => {
             let (gained, lost) = string_set_delta(from, to);
-            let names = if kind == SafetyKind::IntentToolGranted { gained } else { lost };
+            let names = if kind == SafetyKind::IntentToolGranted {
+                gained
+            } else {
+                lost
+            };
             names.join(", ")
         }
         _ => format!("{} → {}", render::compact(from), render::compact(to)),
@@ -461,13 +496,17 @@ fn field_change(field: &str, cx: &Cx, a: &Field, b: &Field) -> Option<FieldChang
         safety: Vec::new(),
     };
     match (a, b) {
-        (Field::Json(x), Field::Json(y)) => (x != y).then(|| change(Some(x.clone()), Some(y.clone()), None)),
+        (Field::Json(x), Field::Json(y)) => {
+            (x != y).then(|| change(Some(x.clone()), Some(y.clone()), None))
+        }
         (Field::Provenance(x), Field::Provenance(y)) => {
             let own = |p: &String, side: usize| *p == cx.own[side];
             let same = x == y || (own(x, 0) && own(y, 1));
             (!same).then(|| change(Some(json!(x)), Some(json!(y)), None))
         }
-        (Field::Text(x), Field::Text(y)) => (x != y).then(|| change(None, None, Some(text_diff(x, y)))),
+        (Field::Text(x), Field::Text(y)) => {
+            (x != y).then(|| change(None, None, Some(text_diff(x, y))))
+        }
         // Both sides come from the same `fields()` of one item type.
         _ => None,
     }
@@ -479,7 +518,9 @@ fn value_changes(fields: &[(&str, Value, Value)]) -> Vec<FieldChange> {
     };
     fields
         .iter()
-        .filter_map(|(field, a, b)| field_change(field, &cx, &Field::Json(a.clone()), &Field::Json(b.clone())))
+        .filter_map(|(field, a, b)| {
+            field_change(field, &cx, &Field::Json(a.clone()), &Field::Json(b.clone()))
+        })
         .collect()
 }
 
@@ -491,7 +532,12 @@ fn text_diff(a: &str, b: &str) -> String {
         .to_string()
 }
 
-fn ordering_kind<T: Ord>(from: T, to: T, raised: SafetyKind, lowered: SafetyKind) -> Vec<SafetyKind> {
+fn ordering_kind<T: Ord>(
+    from: T,
+    to: T,
+    raised: SafetyKind,
+    lowered: SafetyKind,
+) -> Vec<SafetyKind> {
     match from.cmp(&to) {
         std::cmp::Ordering::Less => vec![raised],
         std::cmp::Ordering::Greater => vec![lowered],
@@ -535,7 +581,12 @@ impl Item for Tool {
     }
     fn field_safety(&self, to: &Self, field: &str) -> Vec<SafetyKind> {
         match field {
-            "risk" => ordering_kind(self.risk, to.risk, SafetyKind::RiskRaised, SafetyKind::RiskLowered),
+            "risk" => ordering_kind(
+                self.risk,
+                to.risk,
+                SafetyKind::RiskRaised,
+                SafetyKind::RiskLowered,
+            ),
             "approval" => ordering_kind(
                 self.approval,
                 to.approval,
@@ -562,7 +613,11 @@ impl Item for Policy {
         ]
     }
     fn summary(&self) -> String {
-        let mode = if self.enforcing { "enforcing" } else { "advisory" };
+        let mode = if self.enforcing {
+            "enforcing"
+        } else {
+            "advisory"
+        };
         format!("{mode}, priority {}", self.priority)
     }
     fn added_safety(&self) -> Option<SafetyKind> {

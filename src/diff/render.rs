@@ -14,7 +14,8 @@ use crate::artifact::PPM;
 
 /// The `--format json` document, pretty-printed, with a final newline.
 pub fn to_json(diff: &ArtifactDiff) -> String {
-    let mut out = serde_json::to_string_pretty(diff).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    let mut out =
+        serde_json::to_string_pretty(diff).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
     out.push('\n');
     out
 }
@@ -127,7 +128,11 @@ fn entry_line(out: &mut String, marker: char, prefix: &str, e: &Entry) {
 }
 
 fn field_line(out: &mut String, indent: &str, c: &FieldChange) {
-    let label = if c.field == "share_ppm" { "share" } else { c.field.as_str() };
+    let label = if c.field == "share_ppm" {
+        "share"
+    } else {
+        c.field.as_str()
+    };
     let _ = write!(out, "{indent}~ {label}:");
     match (&c.diff, &c.from, &c.to) {
         (Some(_), _, _) => {}
@@ -143,7 +148,9 @@ fn field_line(out: &mut String, indent: &str, c: &FieldChange) {
         }
         (None, from, to) => {
             let show = |v: &Option<Value>| match v {
-                Some(Value::Number(n)) if c.field == "share_ppm" => n.as_u64().map_or_else(|| n.to_string(), percent),
+                Some(Value::Number(n)) if c.field == "share_ppm" => {
+                    n.as_u64().map_or_else(|| n.to_string(), percent)
+                }
                 Some(v) => compact(v),
                 None => "none".into(),
             };
@@ -169,8 +176,7 @@ pub fn compact(v: &Value) -> String {
         Value::Null => "none".into(),
         Value::String(s)
             if !s.is_empty()
-                && s
-                    .bytes()
+                && s.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"_.:/@+-".contains(&b)) =>
         {
             s.clone()

@@ -8,21 +8,51 @@ use serde_json::{json, Map, Value};
 
 use super::expr::Checker;
 use super::*;
-use crate::artifact::valid_pack_name;
+use crate::artifact::{valid_pack_name, Artifact, Effect};
 use crate::diagnostic::Diagnostic;
+use crate::imports::ImportedPack;
 use crate::syntax::ast::{self, BrokenKind, EffectKind, ItemKind, Role};
 
-/// Builds the IR of one parsed file. Diagnostics come back unsorted.
-pub fn build(file: &ast::File) -> (Pack, Vec<Diagnostic>) {
+/// Builds the IR of one parsed file with its resolved imports merged in.
+/// Diagnostics come back unsorted.
+pub fn build(
+    file: &ast::File,
+    imports: &[ImportedPack],
+    unresolved_imports: bool,
+) -> (Pack, Vec<Diagnostic>) {
     let mut b = Builder {
-        pack: Pack::default(),
+        pack: Pack {
+            unresolved_imports,
+            ..Pack::default()
+        },
         diags: Vec::new(),
         first: HashMap::new(),
     };
     b.header(file);
     b.declare(file);
+    for import in imports {
+        b.merge(import);
+    }
+    b.pack.index();
     b.bodies(file);
+    b.pack.index();
     (b.pack, b.diags)
+}
+
+/// The imports a file declares, for resolution before [`build`].
+pub fn import_decls(file: &ast::File) -> Vec<ImportDecl> {
+    file.items
+        .iter()
+        .filter_map(|item| match &item.kind {
+            ItemKind::Import(i) => Some(ImportDecl {
+                name: i.name.value.clone(),
+                version: i.version.as_ref().map(|v| v.value.clone()),
+                keyword: item.keyword,
+                name_span: i.name.span,
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 struct Builder {
@@ -50,9 +80,13 @@ impl Builder {
         }
         if semver::Version::parse(&h.version.value).is_err() {
             self.diags.push(
-                Diagnostic::new("E0104", h.version.span, format!("malformed version `{}`", h.version.value))
-                    .with_label("not a semantic version")
-                    .with_help("write a semantic version such as `1.4.0` or `2.0.0-rc.1`"),
+                Diagnostic::new(
+                    "E0104",
+                    h.version.span,
+                    format!("malformed version `{}`", h.version.value),
+                )
+                .with_label("not a semantic version")
+                .with_help("write a semantic version such as `1.4.0` or `2.0.0-rc.1`"),
             );
         }
     }
@@ -62,10 +96,17 @@ impl Builder {
         let key = (kind, name.to_owned());
         if let Some(first) = self.first.get(&key) {
             self.diags.push(
-                Diagnostic::new("E0101", span, format!("duplicate {} `{name}`", kind.as_str()))
-                    .with_label("defined again here")
-                    .with_secondary(*first, "first defined here")
-                    .with_help(format!("rename one of them or remove the second {}", kind.as_str())),
+                Diagnostic::new(
+                    "E0101",
+                    span,
+                    format!("duplicate {} `{name}`", kind.as_str()),
+                )
+                .with_label("defined again here")
+                .with_secondary(*first, "first defined here")
+                .with_help(format!(
+                    "rename one of them or remove the second {}",
+                    kind.as_str()
+                )),
             );
             return false;
         }
@@ -76,43 +117,23 @@ impl Builder {
     fn declare(&mut self, file: &ast::File) {
         for item in &file.items {
             match &item.kind {
-                ItemKind::Tool(t) => {
-                    if self.define(SymbolKind::Tool, &t.name.name, t.name.span) {
-                        self.def(SymbolKind::Tool, &t.name);
-                    }
-                }
-                ItemKind::Intent(i) => {
-                    if self.define(SymbolKind::Intent, &i.name.name, i.name.span) {
-                        self.def(SymbolKind::Intent, &i.name);
-                    }
-                }
-                ItemKind::Policy(p) => {
-                    if self.define(SymbolKind::Policy, &p.name.name, p.name.span) {
-                        self.def(SymbolKind::Policy, &p.name);
-                    }
-                }
-                ItemKind::Redactor(r) => {
-                    if self.define(SymbolKind::Redactor, &r.name.name, r.name.span) {
-                        self.def(SymbolKind::Redactor, &r.name);
-                    }
-                }
-                ItemKind::Block(bl) => {
-                    if self.define(SymbolKind::Block, &bl.name.name, bl.name.span) {
-                        self.def(SymbolKind::Block, &bl.name);
-                    }
-                }
+                ItemKind::Tool(t) => self.declare_named(SymbolKind::Tool, &t.name),
+                ItemKind::Intent(i) => self.declare_named(SymbolKind::Intent, &i.name),
+                ItemKind::Policy(p) => self.declare_named(SymbolKind::Policy, &p.name),
+                ItemKind::Redactor(r) => self.declare_named(SymbolKind::Redactor, &r.name),
+                ItemKind::Block(bl) => self.declare_named(SymbolKind::Block, &bl.name),
                 ItemKind::Budget(budget) => {
                     for bucket in &budget.buckets {
-                        if self.define(SymbolKind::Bucket, &bucket.name.name, bucket.name.span) {
-                            self.def(SymbolKind::Bucket, &bucket.name);
-                        }
+                        self.declare_named(SymbolKind::Bucket, &bucket.name);
                     }
                 }
                 ItemKind::Context(fields) => {
                     for f in fields {
                         if self.define(SymbolKind::Field, &f.path.name, f.path.span) {
                             self.def(SymbolKind::Field, &f.path);
-                            self.pack.field_index.insert(f.path.name.clone(), self.pack.fields.len());
+                            self.pack
+                                .field_index
+                                .insert(f.path.name.clone(), self.pack.fields.len());
                             self.pack.fields.push(Field {
                                 path: f.path.name.clone(),
                                 ty: Ty::from_ast(&f.ty.kind),
@@ -131,10 +152,21 @@ impl Builder {
                         BrokenKind::Redactor => SymbolKind::Redactor,
                         BrokenKind::Block => SymbolKind::Block,
                         BrokenKind::Bucket => SymbolKind::Bucket,
-                        BrokenKind::Other => continue,
+                        BrokenKind::Context => {
+                            // Fields after the error are unknown: do not report their uses.
+                            self.pack.unresolved_fields = true;
+                            continue;
+                        }
+                        BrokenKind::Import => {
+                            self.pack.unresolved_imports = true;
+                            continue;
+                        }
+                        BrokenKind::Budget | BrokenKind::Prompt | BrokenKind::Other => continue,
                     };
                     if let Some(name) = &broken.name {
-                        self.first.entry((kind, name.name.clone())).or_insert(name.span);
+                        self.first
+                            .entry((kind, name.name.clone()))
+                            .or_insert(name.span);
                         self.pack.broken.push(Definition {
                             kind,
                             name: name.name.clone(),
@@ -148,6 +180,167 @@ impl Builder {
         self.field_conflicts();
     }
 
+    /// Merges an imported artifact's shareable items: context fields, tools,
+    /// prohibitions, redactors, policies and blocks (never its prompts, description,
+    /// budget or intents). An item already brought in from the same pack (a diamond
+    /// import) is merged once; any other clash of names is E0704.
+    fn merge(&mut self, import: &ImportedPack) {
+        let a: &Artifact = &import.artifact;
+        let at = import.span;
+        let here = format!("{}@{}", a.name, a.version);
+        let nref = |n: &String| NameRef {
+            name: n.clone(),
+            span: at,
+        };
+        for f in &a.context {
+            if self.import_clash(SymbolKind::Field, &f.path, &f.provenance, at, &here) {
+                continue;
+            }
+            self.pack
+                .field_index
+                .insert(f.path.clone(), self.pack.fields.len());
+            self.pack.fields.push(Field {
+                path: f.path.clone(),
+                ty: Ty::from_artifact(&f.ty),
+                optional: f.optional,
+                span: at,
+                doc: f.doc.clone(),
+            });
+        }
+        for t in &a.tools {
+            if self.import_clash(SymbolKind::Tool, &t.name, &t.provenance, at, &here) {
+                continue;
+            }
+            self.pack.tools.push(ToolIr {
+                name: t.name.clone(),
+                name_span: at,
+                description: Some(t.description.clone()).filter(|d| !d.is_empty()),
+                kind: Some(t.kind.clone()),
+                risk: Some((t.risk, at)),
+                approval: Some((t.approval, at)),
+                input: t.input.clone(),
+                doc: t.doc.clone(),
+            });
+        }
+        for p in &a.prohibitions {
+            if !self.pack.prohibitions.iter().any(|q| q.name == p.tool) {
+                self.pack.prohibitions.push(nref(&p.tool));
+                self.pack
+                    .prohibition_origins
+                    .insert(p.tool.clone(), p.provenance.clone());
+            }
+        }
+        for r in &a.redactors {
+            if self.import_clash(SymbolKind::Redactor, &r.name, &r.provenance, at, &here) {
+                continue;
+            }
+            self.pack.redactors.push(RedactorIr {
+                name: r.name.clone(),
+                name_span: at,
+                pattern: r.pattern.clone(),
+                pattern_span: at,
+                doc: r.doc.clone(),
+            });
+        }
+        for p in &a.policies {
+            if self.import_clash(SymbolKind::Policy, &p.name, &p.bundle, at, &here) {
+                continue;
+            }
+            let effects = p
+                .effects
+                .iter()
+                .map(|e| match e {
+                    Effect::Refuse(s) => EffectIr::Refuse(s.clone()),
+                    Effect::Escalate(s) => EffectIr::Escalate(s.clone()),
+                    Effect::RequireApproval(n) => {
+                        EffectIr::RequireApproval(n.iter().map(nref).collect())
+                    }
+                    Effect::Deny(n) => EffectIr::Deny(n.iter().map(nref).collect()),
+                    Effect::Redact(n) => EffectIr::Redact(n.iter().map(nref).collect()),
+                    Effect::Instruct(t) => EffectIr::Instruct(TemplateIr {
+                        text: t.text.clone(),
+                        parts: t.parts.clone(),
+                        span: at,
+                    }),
+                })
+                .collect();
+            self.pack.policies.push(PolicyIr {
+                name: p.name.clone(),
+                name_span: at,
+                priority: p.priority,
+                advisory: !p.enforcing,
+                when: p.when.clone(),
+                when_span: at,
+                effects,
+                doc: p.doc.clone(),
+            });
+        }
+        for bl in &a.blocks {
+            if self.import_clash(SymbolKind::Block, &bl.name, &bl.provenance, at, &here) {
+                continue;
+            }
+            self.pack.blocks.push(BlockIr {
+                name: bl.name.clone(),
+                name_span: at,
+                bucket: nref(&bl.bucket),
+                priority: bl.priority,
+                text: TemplateIr {
+                    text: bl.text.text.clone(),
+                    parts: bl.text.parts.clone(),
+                    span: at,
+                },
+                doc: bl.doc.clone(),
+            });
+        }
+    }
+
+    /// Declares an imported item, or reports why it cannot be: returns true when the
+    /// item must be skipped (a clash, or the same item already merged).
+    fn import_clash(
+        &mut self,
+        kind: SymbolKind,
+        name: &str,
+        provenance: &str,
+        at: Span,
+        via: &str,
+    ) -> bool {
+        let key = (kind, name.to_owned());
+        if let Some(first) = self.first.get(&key).copied() {
+            match self.pack.origins.get(&key) {
+                Some(existing) if existing == provenance => return true,
+                existing => {
+                    let other =
+                        existing.map_or_else(|| "this pack".to_owned(), |e| format!("`{e}`"));
+                    self.diags.push(
+                        Diagnostic::new(
+                            "E0704",
+                            at,
+                            format!("{} `{name}` imported from `{via}` conflicts with the one from {other}", kind.as_str()),
+                        )
+                        .with_label(format!("brings in {} `{name}`", kind.as_str()))
+                        .with_secondary(first, "already defined here")
+                        .with_help("rename one of them in its own pack, or import only one of the packs"),
+                    );
+                    return true;
+                }
+            }
+        }
+        self.first.insert(key.clone(), at);
+        self.pack.origins.insert(key, provenance.to_owned());
+        self.pack.definitions.push(Definition {
+            kind,
+            name: name.to_owned(),
+            span: at,
+        });
+        false
+    }
+
+    fn declare_named(&mut self, kind: SymbolKind, ident: &ast::Ident) {
+        if self.define(kind, &ident.name, ident.span) {
+            self.def(kind, ident);
+        }
+    }
+
     fn def(&mut self, kind: SymbolKind, ident: &ast::Ident) {
         self.pack.definitions.push(Definition {
             kind,
@@ -159,7 +352,12 @@ impl Builder {
     /// E0206: a path cannot be both a field and a prefix of another field. Reported
     /// at the later of the two.
     fn field_conflicts(&mut self) {
-        let fields: Vec<(String, Span)> = self.pack.fields.iter().map(|f| (f.path.clone(), f.span)).collect();
+        let fields: Vec<(String, Span)> = self
+            .pack
+            .fields
+            .iter()
+            .map(|f| (f.path.clone(), f.span))
+            .collect();
         let by_path: HashMap<&str, Span> = fields.iter().map(|(p, s)| (p.as_str(), *s)).collect();
         let mut reported: HashSet<(Span, Span)> = HashSet::new();
         for (path, span) in &fields {
@@ -237,17 +435,27 @@ impl Builder {
                     }
                     if !valid_pack_name(&i.name.value) {
                         diags.push(
-                            Diagnostic::new("E0104", i.name.span, format!("malformed pack name `{}`", i.name.value))
-                                .with_label("expected `scope/name`")
-                                .with_help("pack names are `scope/name`, each part `[a-z0-9][a-z0-9-]*`"),
+                            Diagnostic::new(
+                                "E0104",
+                                i.name.span,
+                                format!("malformed pack name `{}`", i.name.value),
+                            )
+                            .with_label("expected `scope/name`")
+                            .with_help(
+                                "pack names are `scope/name`, each part `[a-z0-9][a-z0-9-]*`",
+                            ),
                         );
                     }
                     if let Some(v) = &i.version {
                         if semver::Version::parse(&v.value).is_err() {
                             diags.push(
-                                Diagnostic::new("E0104", v.span, format!("malformed version `{}`", v.value))
-                                    .with_label("not a semantic version")
-                                    .with_help("write an exact semantic version such as `2.1.0`"),
+                                Diagnostic::new(
+                                    "E0104",
+                                    v.span,
+                                    format!("malformed version `{}`", v.value),
+                                )
+                                .with_label("not a semantic version")
+                                .with_help("write an exact semantic version such as `2.1.0`"),
                             );
                         }
                     }
@@ -298,7 +506,9 @@ impl Builder {
                         self.pack.budget = Some(BudgetIr {
                             keyword: item.keyword,
                             total: b.total.map(|t| (t.value, t.span)),
-                            tokenizer: b.tokenizer.map_or(crate::artifact::Tokenizer::O200k, |t| t.value),
+                            tokenizer: b
+                                .tokenizer
+                                .map_or(crate::artifact::Tokenizer::O200k, |t| t.value),
                             buckets: b
                                 .buckets
                                 .iter()
@@ -309,16 +519,24 @@ impl Builder {
                                     share_span: bk.share.map(|s| s.span),
                                     priority: bk.priority.map_or(0, |p| p.value),
                                     min: bk.min.map(|m| (m.value, m.span)),
-                                    overflow: bk.overflow.map_or(crate::artifact::Overflow::Drop, |o| o.value),
+                                    overflow: bk
+                                        .overflow
+                                        .map_or(crate::artifact::Overflow::Drop, |o| o.value),
                                 })
                                 .collect(),
                         });
                         for bk in &b.buckets {
                             if bk.share.is_none() {
                                 diags.push(
-                                    Diagnostic::new("E0103", bk.name.span, format!("bucket `{}` has no `share`", bk.name.name))
-                                        .with_label("missing `share`")
-                                        .with_help("give every bucket a share of the budget, e.g. `share 10%`"),
+                                    Diagnostic::new(
+                                        "E0103",
+                                        bk.name.span,
+                                        format!("bucket `{}` has no `share`", bk.name.name),
+                                    )
+                                    .with_label("missing `share`")
+                                    .with_help(
+                                        "give every bucket a share of the budget, e.g. `share 10%`",
+                                    ),
                                 );
                             }
                         }
@@ -361,9 +579,13 @@ impl Builder {
                         ),
                         None => {
                             diags.push(
-                                Diagnostic::new("E0103", i.name.span, format!("intent `{}` has no `task`", i.name.name))
-                                    .with_label("missing `task`")
-                                    .with_help("every intent states its task: `task \"...\"`"),
+                                Diagnostic::new(
+                                    "E0103",
+                                    i.name.span,
+                                    format!("intent `{}` has no `task`", i.name.name),
+                                )
+                                .with_label("missing `task`")
+                                .with_help("every intent states its task: `task \"...\"`"),
                             );
                             None
                         }
@@ -373,12 +595,18 @@ impl Builder {
                         name_span: i.name.span,
                         fallback: i.fallback.is_some(),
                         description: i.description.as_ref().map(|d| d.value.clone()),
-                        safety: i.safety.map_or(crate::artifact::SafetyMode::Autonomous, |s| s.value),
+                        safety: i
+                            .safety
+                            .map_or(crate::artifact::SafetyMode::Autonomous, |s| s.value),
                         tools: i.tools.iter().map(name_ref).collect(),
                         task,
                         budget: i.budget.as_ref().map(|b| IntentBudgetIr {
                             keyword: b.keyword,
-                            overrides: b.overrides.iter().map(|(n, s)| (name_ref(n), s.value)).collect(),
+                            overrides: b
+                                .overrides
+                                .iter()
+                                .map(|(n, s)| (name_ref(n), s.value))
+                                .collect(),
                         }),
                         doc: item.doc.clone(),
                     });
@@ -402,9 +630,13 @@ impl Builder {
                         effects.push(match &e.kind {
                             EffectKind::Refuse(s) => EffectIr::Refuse(s.value.clone()),
                             EffectKind::Escalate(s) => EffectIr::Escalate(s.value.clone()),
-                            EffectKind::RequireApproval(n) => EffectIr::RequireApproval(n.iter().map(name_ref).collect()),
+                            EffectKind::RequireApproval(n) => {
+                                EffectIr::RequireApproval(n.iter().map(name_ref).collect())
+                            }
                             EffectKind::Deny(n) => EffectIr::Deny(n.iter().map(name_ref).collect()),
-                            EffectKind::Redact(n) => EffectIr::Redact(n.iter().map(name_ref).collect()),
+                            EffectKind::Redact(n) => {
+                                EffectIr::Redact(n.iter().map(name_ref).collect())
+                            }
                             EffectKind::Instruct(s) => EffectIr::Instruct(
                                 Checker {
                                     pack: &self.pack,
@@ -453,19 +685,44 @@ impl Builder {
             }
         }
 
+        let broken = |kind: BrokenKind| {
+            file.items
+                .iter()
+                .any(|i| matches!(&i.kind, ItemKind::Broken(b) if b.kind == kind))
+        };
+        if broken(BrokenKind::Prompt) {
+            system = system.or(Some(self.pack.header_span));
+        }
+        if broken(BrokenKind::Budget) {
+            budget_seen = budget_seen.or(Some(self.pack.header_span));
+        }
         if !self.pack.library && file.header.is_some() {
             let at = self.pack.header_span;
             let pack = self.pack.name.clone();
             if system.is_none() {
-                diags.push(missing(at, &pack, "`prompt system`", "add `prompt system \"\"\"...\"\"\"`"));
+                diags.push(missing(
+                    at,
+                    &pack,
+                    "`prompt system`",
+                    "add `prompt system \"\"\"...\"\"\"`",
+                ));
             }
             if budget_seen.is_none() {
-                diags.push(missing(at, &pack, "`budget`", "add `budget { total 16_000 bucket ... }`"));
+                diags.push(missing(
+                    at,
+                    &pack,
+                    "`budget`",
+                    "add `budget { total 16_000 bucket ... }`",
+                ));
             }
-            let has_intent = !self.pack.intents.is_empty()
-                || self.pack.broken.iter().any(|d| d.kind == SymbolKind::Intent);
+            let has_intent = !self.pack.intents.is_empty() || broken(BrokenKind::Intent);
             if !has_intent {
-                diags.push(missing(at, &pack, "intent", "declare at least one `intent NAME { task \"...\" }`"));
+                diags.push(missing(
+                    at,
+                    &pack,
+                    "intent",
+                    "declare at least one `intent NAME { task \"...\" }`",
+                ));
             }
         }
         self.diags.extend(diags);
@@ -479,10 +736,14 @@ impl Builder {
         for decl in t.input.iter().flatten() {
             if let Some(first) = seen.get(decl.name.name.as_str()) {
                 diags.push(
-                    Diagnostic::new("E0101", decl.name.span, format!("duplicate input field `{}`", decl.name.name))
-                        .with_label("defined again here")
-                        .with_secondary(*first, "first defined here")
-                        .with_help("rename or remove one of the fields"),
+                    Diagnostic::new(
+                        "E0101",
+                        decl.name.span,
+                        format!("duplicate input field `{}`", decl.name.name),
+                    )
+                    .with_label("defined again here")
+                    .with_secondary(*first, "first defined here")
+                    .with_help("rename or remove one of the fields"),
                 );
                 continue;
             }
@@ -535,7 +796,9 @@ impl Builder {
 fn missing(at: Span, pack: &str, what: &str, help: &str) -> Diagnostic {
     Diagnostic::new("E0103", at, format!("pack `{pack}` has no {what}"))
         .with_label(format!("missing {what}"))
-        .with_help(format!("{help} (or mark the pack `library` if it only holds shared definitions)"))
+        .with_help(format!(
+            "{help} (or mark the pack `library` if it only holds shared definitions)"
+        ))
 }
 
 fn name_ref(i: &ast::Ident) -> NameRef {

@@ -45,10 +45,15 @@ impl Checker<'_> {
                 Diagnostic::new(
                     "E0204",
                     expr.span,
-                    format!("`when` condition is not boolean: it has type `{}`", typed.ty.describe()),
+                    format!(
+                        "`when` condition is not boolean: it has type `{}`",
+                        typed.ty.describe()
+                    ),
                 )
                 .with_label("not a bool")
-                .with_help("compare the value, e.g. `ctx.count > 0`, or test presence with `exists(...)`"),
+                .with_help(
+                    "compare the value, e.g. `ctx.count > 0`, or test presence with `exists(...)`",
+                ),
             );
         } else if !failed && is_constant(expr) && !matches!(expr.kind, ExprKind::Bool(true)) {
             self.diags.push(
@@ -117,12 +122,19 @@ impl Checker<'_> {
     }
 
     fn unknown_path(&mut self, path: &str, span: Span) {
+        if (self.pack.unresolved_imports || self.pack.unresolved_fields) && path.starts_with("ctx.")
+        {
+            return;
+        }
         let candidates = all_paths(self.pack);
         let mut d = Diagnostic::new("E0201", span, format!("unknown field path `{path}`"))
             .with_label("no such field");
         if let Some(best) = nearest(path, candidates.iter().map(String::as_str)) {
             d = d.with_suggestion(span, best);
-        } else if !path.starts_with("ctx.") && !path.starts_with("request.") && !path.starts_with("run.") {
+        } else if !path.starts_with("ctx.")
+            && !path.starts_with("request.")
+            && !path.starts_with("run.")
+        {
             d = d.with_help("paths start with `ctx.` (the pack's context), `request.` or `run.`");
         } else {
             d = d.with_help("declare the field in a `context { ... }` block");
@@ -188,7 +200,10 @@ impl Checker<'_> {
                         Some(_) => {}
                     }
                 }
-                typed(Ty::List(Box::new(element.unwrap_or(Ty::Any))), Value::Array(logic))
+                typed(
+                    Ty::List(Box::new(element.unwrap_or(Ty::Any))),
+                    Value::Array(logic),
+                )
             }
             ExprKind::Not(inner) => {
                 let t = self.expr(inner, guards);
@@ -215,7 +230,12 @@ impl Checker<'_> {
                 }
                 typed(Ty::Bool, json!({ "or": logic }))
             }
-            ExprKind::Cmp { op, op_span, lhs, rhs } => {
+            ExprKind::Cmp {
+                op,
+                op_span,
+                lhs,
+                rhs,
+            } => {
                 let l = self.expr(lhs, guards);
                 let r = self.expr(rhs, guards);
                 self.compare(*op, *op_span, lhs, &l.ty, rhs, &r.ty);
@@ -250,7 +270,9 @@ impl Checker<'_> {
                     format!("optional field `{path}` is used without an `exists()` guard"),
                 )
                 .with_label("may be absent")
-                .with_help(format!("guard it in an earlier conjunct: `exists({path}) and ...`")),
+                .with_help(format!(
+                    "guard it in an earlier conjunct: `exists({path}) and ...`"
+                )),
             );
         }
         typed(r.ty, logic)
@@ -262,10 +284,15 @@ impl Checker<'_> {
                 Diagnostic::new(
                     "E0204",
                     operand.span,
-                    format!("operand of `{op}` is not boolean: it has type `{}`", ty.describe()),
+                    format!(
+                        "operand of `{op}` is not boolean: it has type `{}`",
+                        ty.describe()
+                    ),
                 )
                 .with_label("not a bool")
-                .with_help("compare the value, e.g. `ctx.count > 0`, or test presence with `exists(...)`"),
+                .with_help(
+                    "compare the value, e.g. `ctx.count > 0`, or test presence with `exists(...)`",
+                ),
             );
         }
     }
@@ -292,7 +319,12 @@ impl Checker<'_> {
                         Diagnostic::new(
                             "E0202",
                             op_span,
-                            format!("`{}` compares numbers, not `{}` and `{}`", op.as_str(), l.describe(), r.describe()),
+                            format!(
+                                "`{}` compares numbers, not `{}` and `{}`",
+                                op.as_str(),
+                                l.describe(),
+                                r.describe()
+                            ),
                         )
                         .with_label("needs two numbers")
                         .with_help("order comparisons take `int` or `float` operands"),
@@ -300,6 +332,15 @@ impl Checker<'_> {
                 }
             }
             CmpOp::In => match r {
+                Ty::List(_) if matches!(&strip(lhs).kind, ExprKind::Path(p) if p == "request.intent") =>
+                {
+                    // `request.intent in ["a", "b"]`: each name must be a declared intent.
+                    if let ExprKind::List(items) = &strip(rhs).kind {
+                        for item in items {
+                            self.intent_literal(lhs, item);
+                        }
+                    }
+                }
                 Ty::List(item) => {
                     if let ExprKind::List(items) = &strip(rhs).kind {
                         if let Ty::Enum(_) = l {
@@ -325,7 +366,10 @@ impl Checker<'_> {
                         Diagnostic::new(
                             "E0202",
                             op_span,
-                            format!("`in` needs a list (or a string) on its right, found `{}`", r.describe()),
+                            format!(
+                                "`in` needs a list (or a string) on its right, found `{}`",
+                                r.describe()
+                            ),
                         )
                         .with_label(format!("`{}` in `{}`", l.describe(), r.describe()))
                         .with_help("write `x in [\"a\", \"b\"]` or `\"tag\" in ctx.list_field`"),
@@ -389,7 +433,11 @@ impl Checker<'_> {
             let mut d = Diagnostic::new(
                 "E0203",
                 s.span,
-                format!("`{}` is not a variant of `enum({})`", s.value, quoted.join(", ")),
+                format!(
+                    "`{}` is not a variant of `enum({})`",
+                    s.value,
+                    quoted.join(", ")
+                ),
             )
             .with_label("not a variant");
             match nearest(&s.value, variants.iter().map(String::as_str)) {
@@ -438,14 +486,23 @@ impl Checker<'_> {
                     );
                     return;
                 }
-                let Some((op, args)) = map.iter().next() else { return };
+                let Some((op, args)) = map.iter().next() else {
+                    return;
+                };
                 if !engine().builtin_operator_names().any(|known| known == op) {
-                    let mut d = Diagnostic::new("E0205", span, format!("unknown JsonLogic operator `{op}`"))
-                        .with_label("the runtime cannot evaluate this");
+                    let mut d = Diagnostic::new(
+                        "E0205",
+                        span,
+                        format!("unknown JsonLogic operator `{op}`"),
+                    )
+                    .with_label("the runtime cannot evaluate this");
                     let known: Vec<&str> = engine().builtin_operator_names().collect();
                     match nearest(op, known.iter().copied()) {
                         Some(best) => d = d.with_help(format!("did you mean `{best}`?")),
-                        None => d = d.with_help("see `ctxpack explain E0205` for the accepted operators"),
+                        None => {
+                            d = d
+                                .with_help("see `ctxpack explain E0205` for the accepted operators")
+                        }
                     }
                     self.diags.push(d);
                     return;
@@ -463,7 +520,10 @@ impl Checker<'_> {
                     }
                     return;
                 }
-                let iterates = matches!(op.as_str(), "map" | "filter" | "reduce" | "all" | "some" | "none");
+                let iterates = matches!(
+                    op.as_str(),
+                    "map" | "filter" | "reduce" | "all" | "some" | "none"
+                );
                 match args {
                     Value::Array(items) => {
                         for (i, item) in items.iter().enumerate() {
@@ -496,7 +556,9 @@ fn compatible(a: &Ty, b: &Ty) -> bool {
     }
     match (a, b) {
         (x, y) if x.is_number() && y.is_number() => true,
-        (Ty::String | Ty::Enum(_) | Ty::Timestamp, Ty::String | Ty::Enum(_) | Ty::Timestamp) => true,
+        (Ty::String | Ty::Enum(_) | Ty::Timestamp, Ty::String | Ty::Enum(_) | Ty::Timestamp) => {
+            true
+        }
         (Ty::Bool, Ty::Bool) => true,
         (Ty::List(x), Ty::List(y)) => compatible(x, y),
         _ => false,
@@ -519,16 +581,24 @@ fn is_constant(e: &Expr) -> bool {
         ExprKind::Path(_) | ExprKind::Exists(..) => false,
         ExprKind::Json(Some(v)) => !mentions_var(v),
         ExprKind::Json(None) => false,
-        ExprKind::Str(_) | ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Bool(_) | ExprKind::Null => true,
+        ExprKind::Str(_)
+        | ExprKind::Int(_)
+        | ExprKind::Float(_)
+        | ExprKind::Bool(_)
+        | ExprKind::Null => true,
         ExprKind::Paren(inner) | ExprKind::Not(inner) => is_constant(inner),
-        ExprKind::And(items) | ExprKind::Or(items) | ExprKind::List(items) => items.iter().all(is_constant),
+        ExprKind::And(items) | ExprKind::Or(items) | ExprKind::List(items) => {
+            items.iter().all(is_constant)
+        }
         ExprKind::Cmp { lhs, rhs, .. } => is_constant(lhs) && is_constant(rhs),
     }
 }
 
 fn mentions_var(v: &Value) -> bool {
     match v {
-        Value::Object(map) => map.iter().any(|(k, v)| k == "var" || k == "val" || mentions_var(v)),
+        Value::Object(map) => map
+            .iter()
+            .any(|(k, v)| k == "var" || k == "val" || mentions_var(v)),
         Value::Array(items) => items.iter().any(mentions_var),
         _ => false,
     }

@@ -11,11 +11,12 @@ pub mod expr;
 pub mod scope;
 pub mod types;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
-pub use build::build;
+pub use crate::artifact::valid_pack_name;
+pub use build::{build, import_decls};
 pub use types::Ty;
 
 use crate::artifact::{Approval, Overflow, Risk, SafetyMode, Tokenizer};
@@ -87,7 +88,19 @@ pub struct Pack {
     pub broken: Vec<Definition>,
     pub definitions: Vec<Definition>,
     pub references: Vec<Reference>,
+    /// `(kind, name)` → `scope/name@version` for items brought in by imports.
+    pub origins: BTreeMap<(SymbolKind, String), String>,
+    /// Prohibited tool → the imported pack that prohibited it.
+    pub prohibition_origins: BTreeMap<String, String>,
+    /// An import failed to resolve; unknown names may come from it, so they are not
+    /// reported.
+    pub unresolved_imports: bool,
+    /// A `context` block failed to parse; uses of its fields are not reported.
+    pub unresolved_fields: bool,
     pub(crate) field_index: HashMap<String, usize>,
+    /// Every declared (kind, name), broken items included; filled by [`build`].
+    pub(crate) symbols: HashSet<(SymbolKind, String)>,
+    pub(crate) tool_index: HashMap<String, usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -222,13 +235,28 @@ impl Pack {
     }
 
     pub fn tool(&self, name: &str) -> Option<&ToolIr> {
-        self.tools.iter().find(|t| t.name == name)
+        self.tool_index.get(name).map(|&i| &self.tools[i])
     }
 
     /// Is `name` declared as a `kind` (fully or by a broken item)?
     pub fn declares(&self, kind: SymbolKind, name: &str) -> bool {
-        self.definitions.iter().any(|d| d.kind == kind && d.name == name)
-            || self.broken.iter().any(|d| d.kind == kind && d.name == name)
+        self.symbols.contains(&(kind, name.to_owned()))
+    }
+
+    /// Fills the lookup tables from the collected items.
+    pub(crate) fn index(&mut self) {
+        self.symbols = self
+            .definitions
+            .iter()
+            .chain(self.broken.iter())
+            .map(|d| (d.kind, d.name.clone()))
+            .collect();
+        self.tool_index = self
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.clone(), i))
+            .collect();
     }
 
     /// Every declared name of a kind, for "did you mean" help.

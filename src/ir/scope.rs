@@ -28,7 +28,11 @@ impl BuiltinTy {
         match self {
             BuiltinTy::String => Ty::String,
             BuiltinTy::StringList => Ty::List(Box::new(Ty::String)),
-            BuiltinTy::SafetyMode => Ty::Enum(vec!["autonomous".into(), "supervised".into(), "reviewed".into()]),
+            BuiltinTy::SafetyMode => Ty::Enum(vec![
+                "autonomous".into(),
+                "supervised".into(),
+                "reviewed".into(),
+            ]),
         }
     }
 }
@@ -51,16 +55,23 @@ pub fn resolve(pack: &Pack, path: &str) -> Option<Resolved> {
             field: Some(rest.to_owned()),
         });
     }
-    BUILTINS.iter().find(|(p, _, _)| *p == path).map(|(_, ty, optional)| Resolved {
-        ty: ty.ty(),
-        optional: *optional,
-        field: None,
-    })
+    BUILTINS
+        .iter()
+        .find(|(p, _, _)| *p == path)
+        .map(|(_, ty, optional)| Resolved {
+            ty: ty.ty(),
+            optional: *optional,
+            field: None,
+        })
 }
 
 /// Every path an expression may name, for "did you mean" help and completion.
 pub fn all_paths(pack: &Pack) -> Vec<String> {
-    let mut paths: Vec<String> = pack.fields.iter().map(|f| format!("ctx.{}", f.path)).collect();
+    let mut paths: Vec<String> = pack
+        .fields
+        .iter()
+        .map(|f| format!("ctx.{}", f.path))
+        .collect();
     paths.extend(BUILTINS.iter().map(|(p, _, _)| (*p).to_owned()));
     paths
 }

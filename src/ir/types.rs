@@ -32,7 +32,21 @@ impl Ty {
             TypeKind::Bool => Ty::Bool,
             TypeKind::Timestamp => Ty::Timestamp,
             TypeKind::List(item) => Ty::List(Box::new(Ty::from_ast(item))),
-            TypeKind::Enum(variants) => Ty::Enum(variants.iter().map(|v| v.value.clone()).collect()),
+            TypeKind::Enum(variants) => {
+                Ty::Enum(variants.iter().map(|v| v.value.clone()).collect())
+            }
+        }
+    }
+
+    pub fn from_artifact(ty: &Type) -> Ty {
+        match ty {
+            Type::String => Ty::String,
+            Type::Int => Ty::Int,
+            Type::Float => Ty::Float,
+            Type::Bool => Ty::Bool,
+            Type::Timestamp => Ty::Timestamp,
+            Type::List { items } => Ty::List(Box::new(Ty::from_artifact(items))),
+            Type::Enum { variants } => Ty::Enum(variants.clone()),
         }
     }
 

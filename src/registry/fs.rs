@@ -53,7 +53,12 @@ impl Lock {
     pub(super) fn acquire(path: &Path) -> io::Result<Lock> {
         // Not truncated and never removed: removing a lock file while another process
         // waits on it would let a third process lock a fresh file beside it.
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
         // Fully qualified: std has grown inherent `File::lock*` methods, which would
         // shadow the trait's on newer toolchains but need Rust 1.89.
         fs4::fs_std::FileExt::lock_exclusive(&file)?;

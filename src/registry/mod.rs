@@ -55,7 +55,11 @@ pub enum RegistryError {
         "`{pack}` is already published with hash `{existing}`; refusing to replace it with a \
          different artifact (hash `{new}`): published versions are immutable, bump the version"
     )]
-    VersionConflict { pack: PackRef, existing: String, new: String },
+    VersionConflict {
+        pack: PackRef,
+        existing: String,
+        new: String,
+    },
     #[error("`{what}` is not in the registry at `{}`", registry.display())]
     NotFound { what: String, registry: PathBuf },
     #[error("registry file `{}` is corrupt: {reason}", path.display())]
@@ -173,7 +177,8 @@ impl Registry {
     /// verified first; what is stored is their canonical form, whose hash is the one
     /// recorded.
     pub fn publish_bytes(&self, bytes: &[u8]) -> Result<Publication, RegistryError> {
-        let value: Value = serde_json::from_slice(bytes).map_err(|e| ArtifactError::Json(e.to_string()))?;
+        let value: Value =
+            serde_json::from_slice(bytes).map_err(|e| ArtifactError::Json(e.to_string()))?;
         self.publish_value(value)
     }
 
@@ -249,7 +254,8 @@ impl Registry {
                 })
                 .collect(),
         };
-        let value = serde_json::to_value(&index).map_err(|e| RegistryError::Unpublishable(e.to_string()))?;
+        let value = serde_json::to_value(&index)
+            .map_err(|e| RegistryError::Unpublishable(e.to_string()))?;
         let bytes = canonical_bytes(&value);
         let index_path = dir.join(INDEX_FILE);
         if read_optional(&index_path)?.as_deref() == Some(bytes.as_slice()) {
@@ -271,7 +277,10 @@ impl Registry {
         if artifact.name != pack.name.to_string() || artifact.version != pack.version.to_string() {
             return Err(corrupt(
                 &path,
-                format!("it holds `{}@{}`, not `{pack}`", artifact.name, artifact.version),
+                format!(
+                    "it holds `{}@{}`, not `{pack}`",
+                    artifact.name, artifact.version
+                ),
             ));
         }
         // A version file replaced by another valid artifact verifies on its own; the
@@ -282,7 +291,10 @@ impl Registry {
                 if entry.hash != hash {
                     return Err(corrupt(
                         &path,
-                        format!("its hash `{hash}` is not the `{}` recorded in the index", entry.hash),
+                        format!(
+                            "its hash `{hash}` is not the `{}` recorded in the index",
+                            entry.hash
+                        ),
                     ));
                 }
             }
@@ -292,7 +304,9 @@ impl Registry {
 
     /// The published versions of a pack with their hashes, sorted by semver.
     pub fn versions(&self, name: &PackName) -> Result<Vec<(Version, String)>, RegistryError> {
-        let index = self.read_index(name)?.ok_or_else(|| self.not_found(name.to_string()))?;
+        let index = self
+            .read_index(name)?
+            .ok_or_else(|| self.not_found(name.to_string()))?;
         let path = self.pack_dir(name).join(INDEX_FILE);
         let mut versions = Vec::with_capacity(index.versions.len());
         for entry in index.versions {
@@ -309,9 +323,13 @@ impl Registry {
         let Some(bytes) = read_optional(&path)? else {
             return Ok(None);
         };
-        let index: Index = serde_json::from_slice(&bytes).map_err(|e| corrupt(&path, e.to_string()))?;
+        let index: Index =
+            serde_json::from_slice(&bytes).map_err(|e| corrupt(&path, e.to_string()))?;
         if index.name != name.to_string() {
-            return Err(corrupt(&path, format!("it indexes `{}`, not `{name}`", index.name)));
+            return Err(corrupt(
+                &path,
+                format!("it indexes `{}`, not `{name}`", index.name),
+            ));
         }
         Ok(Some(index))
     }
@@ -337,10 +355,12 @@ pub fn resolve_root(dir_flag: Option<&Path>, env: Option<std::ffi::OsString>) ->
 
 /// The pinned reference an artifact is published under, from its own name and version.
 fn pack_ref_of(artifact: &Artifact) -> Result<PackRef, RegistryError> {
-    let name = PackName::parse(&artifact.name)
-        .map_err(|_| RegistryError::Unpublishable(format!("malformed pack name `{}`", artifact.name)))?;
-    let version = Version::parse(&artifact.version)
-        .map_err(|e| RegistryError::Unpublishable(format!("malformed version `{}`: {e}", artifact.version)))?;
+    let name = PackName::parse(&artifact.name).map_err(|_| {
+        RegistryError::Unpublishable(format!("malformed pack name `{}`", artifact.name))
+    })?;
+    let version = Version::parse(&artifact.version).map_err(|e| {
+        RegistryError::Unpublishable(format!("malformed version `{}`: {e}", artifact.version))
+    })?;
     // The file name is the version's canonical spelling; an artifact spelling it
     // differently could never be found again under the name it claims.
     if version.to_string() != artifact.version {
@@ -373,7 +393,11 @@ fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, RegistryError> {
 
 fn io_err(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> RegistryError {
     let path = path.to_path_buf();
-    move |source| RegistryError::Io { action, path, source }
+    move |source| RegistryError::Io {
+        action,
+        path,
+        source,
+    }
 }
 
 fn corrupt(path: &Path, reason: String) -> RegistryError {
@@ -390,9 +414,18 @@ mod tests {
     #[test]
     fn registry_root_resolution() {
         let flag = Path::new("flag/dir");
-        assert_eq!(resolve_root(Some(flag), Some("env/dir".into())), PathBuf::from("flag/dir"));
-        assert_eq!(resolve_root(None, Some("env/dir".into())), PathBuf::from("env/dir"));
-        assert_eq!(resolve_root(None, Some("".into())), PathBuf::from(DEFAULT_REGISTRY));
+        assert_eq!(
+            resolve_root(Some(flag), Some("env/dir".into())),
+            PathBuf::from("flag/dir")
+        );
+        assert_eq!(
+            resolve_root(None, Some("env/dir".into())),
+            PathBuf::from("env/dir")
+        );
+        assert_eq!(
+            resolve_root(None, Some("".into())),
+            PathBuf::from(DEFAULT_REGISTRY)
+        );
         assert_eq!(resolve_root(None, None), PathBuf::from(DEFAULT_REGISTRY));
     }
 
@@ -400,6 +433,9 @@ mod tests {
     fn layout() {
         let registry = Registry::open("/r");
         let pack = PackRef::parse("acme/support@1.2.0").unwrap();
-        assert_eq!(registry.path_of(&pack), PathBuf::from("/r/acme/support/1.2.0.json"));
+        assert_eq!(
+            registry.path_of(&pack),
+            PathBuf::from("/r/acme/support/1.2.0.json")
+        );
     }
 }

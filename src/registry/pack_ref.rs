@@ -27,10 +27,12 @@ impl PackName {
             return Err(malformed(input, "expected a pack name without a version"));
         }
         match input.split_once('/') {
-            Some((scope, name)) if valid_name_part(scope) && valid_name_part(name) => Ok(PackName {
-                scope: scope.to_owned(),
-                name: name.to_owned(),
-            }),
+            Some((scope, name)) if valid_name_part(scope) && valid_name_part(name) => {
+                Ok(PackName {
+                    scope: scope.to_owned(),
+                    name: name.to_owned(),
+                })
+            }
             _ => Err(malformed(input, NAME_RULE)),
         }
     }
@@ -143,7 +145,11 @@ mod tests {
         let err = PackRef::parse("acme/support").unwrap_err();
         assert!(matches!(err, RegistryError::Unpinned(_)), "{err:?}");
         assert_eq!(err.exit_code(), 4);
-        assert!(err.to_string().contains("unpinned pack reference `acme/support`"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("unpinned pack reference `acme/support`"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -162,7 +168,10 @@ mod tests {
             "acme/support@1.0.0@2.0.0",
         ] {
             let err = PackRef::parse(bad).unwrap_err();
-            assert!(matches!(err, RegistryError::MalformedRef { .. }), "{bad}: {err:?}");
+            assert!(
+                matches!(err, RegistryError::MalformedRef { .. }),
+                "{bad}: {err:?}"
+            );
             assert_eq!(err.exit_code(), 4, "{bad}");
         }
         let err = PackRef::parse("acme/support@^1.2").unwrap_err();
@@ -171,7 +180,10 @@ mod tests {
 
     #[test]
     fn pack_names() {
-        assert_eq!(PackName::parse("acme/support").unwrap().to_string(), "acme/support");
+        assert_eq!(
+            PackName::parse("acme/support").unwrap().to_string(),
+            "acme/support"
+        );
         assert!(PackName::parse("acme/support@1.0.0").is_err());
         assert!(PackName::parse("acme").is_err());
         assert!(PackRef::looks_like_ref("acme/support@1.0.0"));

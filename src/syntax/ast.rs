@@ -94,6 +94,10 @@ pub enum BrokenKind {
     Redactor,
     Block,
     Bucket,
+    Budget,
+    Context,
+    Prompt,
+    Import,
     Other,
 }
 

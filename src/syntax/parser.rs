@@ -18,8 +18,21 @@ use crate::span::Span;
 #[grammar = "grammar/ctxpack.pest"]
 struct CtxpackParser;
 
+/// Brackets (and `not`s) nested deeper than this are refused before parsing: the
+/// parser and the checkers recurse, and no real pack comes near it.
+pub const MAX_NESTING: usize = 64;
+
 /// Parses a whole file. Always returns a tree; diagnostics are in source order.
 pub fn parse(source: &str) -> (File, Vec<Diagnostic>) {
+    if let Some(d) = nesting_guard(source) {
+        return (
+            File {
+                header: None,
+                items: Vec::new(),
+            },
+            vec![d],
+        );
+    }
     let mut p = Driver {
         source,
         diags: Vec::new(),
@@ -48,9 +61,13 @@ impl<'s> Driver<'s> {
                         let h = self.header(pair);
                         if header.is_some() {
                             self.diags.push(
-                                Diagnostic::new("E0105", h.keyword, "the `pack` header is declared twice")
-                                    .with_label("second header")
-                                    .with_help("a file declares exactly one pack"),
+                                Diagnostic::new(
+                                    "E0105",
+                                    h.keyword,
+                                    "the `pack` header is declared twice",
+                                )
+                                .with_label("second header")
+                                .with_help("a file declares exactly one pack"),
                             );
                         } else if !items.is_empty() {
                             self.diags.push(
@@ -117,9 +134,24 @@ impl<'s> Driver<'s> {
                     pest::error::ErrorVariant::ParsingError { positives, .. } => positives,
                     pest::error::ErrorVariant::CustomError { .. } => Vec::new(),
                 };
-                let punctuation = expected_punctuation(rule, input);
-                self.syntax_error(at, &expected, &punctuation);
-                Err(at)
+                let (furthest, tokens) = expected_tokens(rule, input);
+                match furthest {
+                    // The detailed attempts got further than pest's summary: report
+                    // there, with the tokens expected there.
+                    Some(f) if pos + f > at && !tokens.is_empty() => {
+                        let at = self.skip_trivia(pos + f);
+                        self.syntax_error(at, &[], &tokens);
+                        Err(at)
+                    }
+                    _ => {
+                        let punctuation: Vec<String> = tokens
+                            .into_iter()
+                            .filter(|t| PUNCT.iter().any(|p| t.trim_matches('`') == *p))
+                            .collect();
+                        self.syntax_error(at, &expected, &punctuation);
+                        Err(at)
+                    }
+                }
             }
         }
     }
@@ -154,9 +186,13 @@ impl<'s> Driver<'s> {
             Span::new(at, found_end)
         };
         self.diags.push(
-            Diagnostic::new("E0001", span, format!("expected {expected_text}, found {found}"))
-                .with_label(format!("expected {expected_text}"))
-                .with_help_opt(syntax_help(&names)),
+            Diagnostic::new(
+                "E0001",
+                span,
+                format!("expected {expected_text}, found {found}"),
+            )
+            .with_label(format!("expected {expected_text}"))
+            .with_help_opt(syntax_help(&names)),
         );
     }
 
@@ -169,7 +205,11 @@ impl<'s> Driver<'s> {
         let mut fallback: Option<usize> = None;
         while i < src.len() {
             let b = src[i];
-            if i >= error_at && i > item_start && (depth <= 0 || at_line_start(src, i)) && is_item_keyword(self.source, i) {
+            if i >= error_at
+                && i > item_start
+                && (depth <= 0 || at_line_start(src, i))
+                && is_item_keyword(self.source, i)
+            {
                 if depth <= 0 {
                     return i;
                 }
@@ -194,7 +234,9 @@ impl<'s> Driver<'s> {
             }
             // Identifiers are skipped whole so that keywords are only seen at word starts.
             if b.is_ascii_lowercase() || b == b'_' {
-                while i < src.len() && (src[i].is_ascii_lowercase() || src[i].is_ascii_digit() || src[i] == b'_') {
+                while i < src.len()
+                    && (src[i].is_ascii_lowercase() || src[i].is_ascii_digit() || src[i] == b'_')
+                {
                     i += 1;
                 }
                 continue;
@@ -204,26 +246,32 @@ impl<'s> Driver<'s> {
         fallback.unwrap_or(src.len())
     }
 
+    /// What is left of an item whose body failed to parse: its kind (from the
+    /// keyword) and, when its head parsed, its name.
     fn broken_item(&mut self, pos: usize) -> Option<Item> {
         let input = &self.source[pos..];
         let keyword_end = token_end(self.source, pos);
         let keyword = Span::new(pos, keyword_end);
-        let pair = CtxpackParser::parse(Rule::item_head, input).ok()?.next()?;
-        let mut inner = pair.into_inner();
-        let kw = inner.next()?;
-        let kind = match kw.as_rule() {
-            Rule::kw_tool => BrokenKind::Tool,
-            Rule::kw_intent => BrokenKind::Intent,
-            Rule::kw_policy => BrokenKind::Policy,
-            Rule::kw_redactor => BrokenKind::Redactor,
-            Rule::kw_block => BrokenKind::Block,
-            Rule::kw_bucket => BrokenKind::Bucket,
+        let kind = match &self.source[pos..keyword_end] {
+            "tool" => BrokenKind::Tool,
+            "intent" => BrokenKind::Intent,
+            "policy" => BrokenKind::Policy,
+            "redactor" => BrokenKind::Redactor,
+            "block" => BrokenKind::Block,
+            "budget" => BrokenKind::Budget,
+            "context" => BrokenKind::Context,
+            "prompt" => BrokenKind::Prompt,
+            "import" => BrokenKind::Import,
             _ => BrokenKind::Other,
         };
-        let name = inner.next().map(|p| Ident {
-            name: p.as_str().to_owned(),
-            span: self.span_at(pos, &p),
-        });
+        let name = CtxpackParser::parse(Rule::item_head, input)
+            .ok()
+            .and_then(|mut pairs| pairs.next())
+            .and_then(|pair| pair.into_inner().nth(1))
+            .map(|p| Ident {
+                name: p.as_str().to_owned(),
+                span: self.span_at(pos, &p),
+            });
         Some(Item {
             kind: ItemKind::Broken(Broken { kind, name }),
             span: Span::new(pos, keyword_end),
@@ -313,7 +361,11 @@ impl<'s> Driver<'s> {
 
     fn string(&mut self, base: usize, pair: Pair<'s, Rule>) -> StrLit {
         let span = self.abs(base, &pair);
-        let triple = pair.clone().into_inner().next().is_some_and(|p| p.as_rule() == Rule::triple_string);
+        let triple = pair
+            .clone()
+            .into_inner()
+            .next()
+            .is_some_and(|p| p.as_rule() == Rule::triple_string);
         strings::decode(self.source, span, triple, &mut self.diags)
     }
 
@@ -362,7 +414,11 @@ impl<'s> Driver<'s> {
                 };
                 let role_span = self.abs(base, &role_pair);
                 let text = self.string(base, parts.next()?);
-                ItemKind::Prompt(Prompt { role, role_span, text })
+                ItemKind::Prompt(Prompt {
+                    role,
+                    role_span,
+                    text,
+                })
             }
             Rule::budget_item => ItemKind::Budget(self.budget(base, parts)),
             Rule::tool_item => ItemKind::Tool(self.tool(base, parts)?),
@@ -443,7 +499,11 @@ impl<'s> Driver<'s> {
                 _ => {}
             }
         }
-        TypeExpr { kind, optional, span }
+        TypeExpr {
+            kind,
+            optional,
+            span,
+        }
     }
 
     fn base_type(&mut self, base: usize, pair: Pair<'s, Rule>) -> TypeKind {
@@ -483,9 +543,13 @@ impl<'s> Driver<'s> {
             Ok(value) => Some(Spanned { value, span }),
             Err(_) => {
                 self.diags.push(
-                    Diagnostic::new("E0001", span, format!("integer `{}` is out of range", pair.as_str()))
-                        .with_label("too large")
-                        .with_help("integers range from -9223372036854775808 to 9223372036854775807"),
+                    Diagnostic::new(
+                        "E0001",
+                        span,
+                        format!("integer `{}` is out of range", pair.as_str()),
+                    )
+                    .with_label("too large")
+                    .with_help("integers range from -9223372036854775808 to 9223372036854775807"),
                 );
                 None
             }
@@ -494,7 +558,12 @@ impl<'s> Driver<'s> {
 
     fn percent(&mut self, base: usize, pair: &Pair<'_, Rule>) -> Option<Spanned<u64>> {
         let span = self.abs(base, pair);
-        let text: String = pair.as_str().trim_end_matches('%').chars().filter(|c| *c != '_').collect();
+        let text: String = pair
+            .as_str()
+            .trim_end_matches('%')
+            .chars()
+            .filter(|c| *c != '_')
+            .collect();
         let (whole, frac) = text.split_once('.').unwrap_or((&text, ""));
         let ppm = if frac.len() > 4 {
             None
@@ -511,9 +580,13 @@ impl<'s> Driver<'s> {
             Some(value) => Some(Spanned { value, span }),
             None => {
                 self.diags.push(
-                    Diagnostic::new("E0001", span, format!("percentage `{}` cannot be represented", pair.as_str()))
-                        .with_label("invalid percentage")
-                        .with_help("percentages take at most four decimal places, e.g. `12.5%`"),
+                    Diagnostic::new(
+                        "E0001",
+                        span,
+                        format!("percentage `{}` cannot be represented", pair.as_str()),
+                    )
+                    .with_label("invalid percentage")
+                    .with_help("percentages take at most four decimal places, e.g. `12.5%`"),
                 );
                 None
             }
@@ -732,7 +805,11 @@ impl<'s> Driver<'s> {
             .collect()
     }
 
-    fn intent(&mut self, base: usize, mut parts: pest::iterators::Pairs<'s, Rule>) -> Option<Intent> {
+    fn intent(
+        &mut self,
+        base: usize,
+        mut parts: pest::iterators::Pairs<'s, Rule>,
+    ) -> Option<Intent> {
         let name = self.ident(base, &parts.next()?);
         let mut intent = Intent {
             name,
@@ -797,7 +874,10 @@ impl<'s> Driver<'s> {
                             overrides.push((bucket, share));
                         }
                     }
-                    intent.budget = Some(IntentBudget { keyword: kw, overrides });
+                    intent.budget = Some(IntentBudget {
+                        keyword: kw,
+                        overrides,
+                    });
                 }
                 _ => {}
             }
@@ -805,7 +885,11 @@ impl<'s> Driver<'s> {
         Some(intent)
     }
 
-    fn policy(&mut self, base: usize, mut parts: pest::iterators::Pairs<'s, Rule>) -> Option<Policy> {
+    fn policy(
+        &mut self,
+        base: usize,
+        mut parts: pest::iterators::Pairs<'s, Rule>,
+    ) -> Option<Policy> {
         let name = self.ident(base, &parts.next()?);
         let mut priority = None;
         let mut advisory = None;
@@ -835,7 +919,9 @@ impl<'s> Driver<'s> {
                         Rule::refuse_effect => EffectKind::Refuse(self.string(base, arg)),
                         Rule::escalate_effect => EffectKind::Escalate(self.string(base, arg)),
                         Rule::instruct_effect => EffectKind::Instruct(self.string(base, arg)),
-                        Rule::require_effect => EffectKind::RequireApproval(self.name_list(base, arg)),
+                        Rule::require_effect => {
+                            EffectKind::RequireApproval(self.name_list(base, arg))
+                        }
                         Rule::deny_effect => EffectKind::Deny(self.name_list(base, arg)),
                         _ => EffectKind::Redact(self.name_list(base, arg)),
                     };
@@ -937,13 +1023,18 @@ impl<'s> Driver<'s> {
                 Some(p) => ExprKind::Paren(Box::new(self.expr(base, p))),
                 None => ExprKind::Null,
             },
-            Rule::list_expr => ExprKind::List(inner.into_iter().map(|p| self.expr(base, p)).collect()),
+            Rule::list_expr => {
+                ExprKind::List(inner.into_iter().map(|p| self.expr(base, p)).collect())
+            }
             Rule::exists_call => match inner.pop() {
                 Some(p) => ExprKind::Exists(p.as_str().to_owned(), self.abs(base, &p)),
                 None => ExprKind::Null,
             },
             Rule::json_expr => {
-                let text = inner.pop().map(|p| p.as_str().to_owned()).unwrap_or_default();
+                let text = inner
+                    .pop()
+                    .map(|p| p.as_str().to_owned())
+                    .unwrap_or_default();
                 match serde_json::from_str::<serde_json::Value>(&text) {
                     Ok(v) => ExprKind::Json(Some(v)),
                     Err(e) => {
@@ -965,7 +1056,10 @@ impl<'s> Driver<'s> {
                 None => ExprKind::Null,
             },
             Rule::float => {
-                let text: String = span_text(self.source, span).chars().filter(|c| *c != '_').collect();
+                let text: String = span_text(self.source, span)
+                    .chars()
+                    .filter(|c| *c != '_')
+                    .collect();
                 ExprKind::Float(text.parse().unwrap_or(0.0))
             }
             _ => ExprKind::Null,
@@ -982,7 +1076,9 @@ impl<'s> Driver<'s> {
                 self.diags.push(
                     Diagnostic::new("E0001", span, format!("integer `{text}` is out of range"))
                         .with_label("too large")
-                        .with_help("integers range from -9223372036854775808 to 9223372036854775807"),
+                        .with_help(
+                            "integers range from -9223372036854775808 to 9223372036854775807",
+                        ),
                 );
                 None
             }
@@ -990,29 +1086,42 @@ impl<'s> Driver<'s> {
     }
 }
 
-/// Punctuation is not a rule, so pest's positives cannot name it. Error paths are
-/// rare, so we parse the failing item again with pest's detailed attempt tracking on
-/// and keep the punctuation it expected.
-fn expected_punctuation(rule: Rule, input: &str) -> Vec<String> {
-    const PUNCT: &[&str] = &["{", "}", "(", ")", "[", "]", ",", ":", "<", ">", "?", "|"];
+/// Punctuation is not a rule, so pest's positives cannot name it, and pest's summary
+/// position can fall short of where the parse really got stuck. Error paths are rare,
+/// so we parse the failing item again with pest's detailed attempt tracking on, and
+/// return the furthest position reached and the literal tokens expected there.
+fn expected_tokens(rule: Rule, input: &str) -> (Option<usize>, Vec<String>) {
     pest::set_error_detail(true);
     let result = CtxpackParser::parse(rule, input);
     pest::set_error_detail(false);
-    let Err(err) = result else { return Vec::new() };
+    let Err(err) = result else {
+        return (None, Vec::new());
+    };
     let Some(attempts) = err.parse_attempts() else {
-        return Vec::new();
+        return (None, Vec::new());
     };
     let mut out: Vec<String> = attempts
         .expected_tokens()
         .into_iter()
         .map(|t| t.to_string())
-        .filter(|t| PUNCT.contains(&t.as_str()))
+        // Whitespace, comments and the continuations of words and numbers are
+        // expected everywhere and say nothing.
+        .filter(|t| !noise(t))
         .map(|t| format!("`{t}`"))
         .collect();
     out.sort();
     out.dedup();
-    out
+    (Some(attempts.max_position), out)
 }
+
+/// Tokens that are expected almost everywhere and say nothing useful: whitespace,
+/// comments, character ranges and the continuations of words and numbers.
+fn noise(t: &str) -> bool {
+    let range = t.len() > 2 && t.contains("..");
+    t.trim().is_empty() || range || matches!(t, "BUILTIN_RULE" | "_" | "." | "//" | "\u{feff}")
+}
+
+const PUNCT: &[&str] = &["{", "}", "(", ")", "[", "]", ",", ":", "<", ">", "?", "|"];
 
 fn span_text(source: &str, span: Span) -> &str {
     source.get(span.start..span.end).unwrap_or("")
@@ -1065,6 +1174,73 @@ pub fn doc_above(source: &str, offset: usize) -> Option<String> {
     Some(lines.join("\n"))
 }
 
+/// Finds the first place where brackets or `not`s nest deeper than [`MAX_NESTING`].
+fn nesting_guard(source: &str) -> Option<Diagnostic> {
+    let src = source.as_bytes();
+    let mut depth = 0usize;
+    let mut nots = 0usize;
+    let mut i = 0;
+    while i < src.len() {
+        let b = src[i];
+        let at = i;
+        match b {
+            b'"' => {
+                i = skip_string(src, i);
+                nots = 0;
+                continue;
+            }
+            b'/' if src.get(i + 1) == Some(&b'/') => {
+                while i < src.len() && src[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                nots = 0;
+            }
+            b')' | b']' | b'}' => {
+                depth = depth.saturating_sub(1);
+                nots = 0;
+            }
+            b if b.is_ascii_lowercase() || b == b'_' => {
+                let start = i;
+                while i < src.len()
+                    && (src[i].is_ascii_lowercase() || src[i].is_ascii_digit() || src[i] == b'_')
+                {
+                    i += 1;
+                }
+                if &src[start..i] == b"not" {
+                    nots += 1;
+                } else {
+                    nots = 0;
+                }
+                if nots > MAX_NESTING {
+                    return Some(too_deep(source, start));
+                }
+                continue;
+            }
+            b' ' | b'\t' | b'\r' | b'\n' => {}
+            _ => nots = 0,
+        }
+        if depth > MAX_NESTING {
+            return Some(too_deep(source, at));
+        }
+        i += 1;
+    }
+    None
+}
+
+fn too_deep(source: &str, at: usize) -> Diagnostic {
+    Diagnostic::new(
+        "E0001",
+        Span::new(at, token_end(source, at)),
+        format!("nesting deeper than {MAX_NESTING} levels"),
+    )
+    .with_label("too deeply nested")
+    .with_help("split the expression; no pack needs this much nesting")
+}
+
 fn starts_with_word(text: &str, word: &str) -> bool {
     text.starts_with(word)
         && !text[word.len()..]
@@ -1089,7 +1265,9 @@ const ITEM_KEYWORDS: &[&str] = &[
 ];
 
 fn is_item_keyword(source: &str, at: usize) -> bool {
-    let text = &source[at..];
+    let Some(text) = source.get(at..) else {
+        return false;
+    };
     let prev_is_word = at > 0
         && source.as_bytes()[at - 1]
             .to_ascii_lowercase()
@@ -1098,7 +1276,11 @@ fn is_item_keyword(source: &str, at: usize) -> bool {
 }
 
 fn at_line_start(src: &[u8], i: usize) -> bool {
-    src[..i].iter().rev().take_while(|b| **b != b'\n').all(|b| *b == b' ' || *b == b'\t')
+    src[..i]
+        .iter()
+        .rev()
+        .take_while(|b| **b != b'\n')
+        .all(|b| *b == b' ' || *b == b'\t')
 }
 
 /// Skips a `"..."` or `"""..."""` string starting at `i`; returns the offset after it
@@ -1272,7 +1454,10 @@ fn syntax_help(expected: &[&str]) -> Option<String> {
     if expected.is_empty() {
         Some("see the language reference for the item's form (`ctxpack explain E0001`)".to_owned())
     } else if has("`approval`") && has("`risk`") {
-        Some("a tool's body takes `description`, `kind`, `risk`, `approval` and `input`, then `}`".to_owned())
+        Some(
+            "a tool's body takes `description`, `kind`, `risk`, `approval` and `input`, then `}`"
+                .to_owned(),
+        )
     } else if has("`safety`") && has("`task`") {
         Some("an intent's body takes `description`, `safety`, `tools`, `task` and `budget`, then `}`".to_owned())
     } else if has("`refuse`") {

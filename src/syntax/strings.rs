@@ -68,7 +68,9 @@ pub fn decode(source: &str, span: Span, triple: bool, diags: &mut Vec<Diagnostic
                                 format!("`\\u{{{hex}}}` is not a Unicode scalar value"),
                             )
                             .with_label("invalid escape")
-                            .with_help("write a code point between 0 and 10FFFF, outside D800–DFFF"),
+                            .with_help(
+                                "write a code point between 0 and 10FFFF, outside D800–DFFF",
+                            ),
                         ),
                     }
                 }
@@ -143,7 +145,7 @@ mod tests {
     fn escapes() {
         let s = lit(r#""a\"b\\c\n\t\u{1F600}\{{x}}""#, false);
         assert_eq!(s.value, "a\"b\\c\n\t😀{{x}}");
-        assert_eq!(s.literal_braces, vec![10]);
+        assert_eq!(s.literal_braces, vec![11]);
         assert_eq!(s.offsets.len(), s.value.len() + 1);
     }
 

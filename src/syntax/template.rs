@@ -42,9 +42,13 @@ pub fn parse(lit: &StrLit, diags: &mut Vec<Diagnostic>) -> Vec<Piece> {
         }
         let Some(close_rel) = value[open + 2..].find("}}") else {
             diags.push(
-                Diagnostic::new("E0207", lit.sub_span(open, open + 2), "unclosed `{{` in template")
-                    .with_label("this `{{` is never closed")
-                    .with_help("close the interpolation with `}}`, or write a literal `{{` as `\\{{`"),
+                Diagnostic::new(
+                    "E0207",
+                    lit.sub_span(open, open + 2),
+                    "unclosed `{{` in template",
+                )
+                .with_label("this `{{` is never closed")
+                .with_help("close the interpolation with `}}`, or write a literal `{{` as `\\{{`"),
             );
             text.push_str(&value[open..]);
             break;

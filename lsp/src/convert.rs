@@ -1,0 +1,118 @@
+//! Conversions between the core's byte offsets and spans and the protocol's
+//! positions and ranges. All position arithmetic goes through [`Encoding`]: UTF-16
+//! code units (the protocol's default) or UTF-8 bytes when the client offers them.
+
+use ctxpack::span::{clamp_to_char_boundary, LineIndex, Span};
+use tower_lsp_server::ls_types::{Position, Range};
+
+/// How the `character` of a position is counted, negotiated at `initialize`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Encoding {
+    #[default]
+    Utf16,
+    Utf8,
+}
+
+/// A text with its line index, for conversions.
+pub struct Text<'a> {
+    pub text: &'a str,
+    pub lines: &'a LineIndex,
+    pub encoding: Encoding,
+}
+
+impl Text<'_> {
+    pub fn position(&self, offset: usize) -> Position {
+        match self.encoding {
+            Encoding::Utf16 => {
+                let (line, character) = self.lines.utf16_position(self.text, offset);
+                Position { line, character }
+            }
+            Encoding::Utf8 => {
+                let offset = clamp_to_char_boundary(self.text, offset);
+                let line = self.lines.line_of(offset);
+                let start = self.lines.line_start(line);
+                Position {
+                    line: u32::try_from(line).unwrap_or(u32::MAX),
+                    character: u32::try_from(offset - start).unwrap_or(u32::MAX),
+                }
+            }
+        }
+    }
+
+    pub fn range(&self, span: Span) -> Range {
+        Range {
+            start: self.position(span.start),
+            end: self.position(span.end),
+        }
+    }
+
+    /// The byte offset of a position; out-of-range positions are clamped to the end of
+    /// their line or of the text.
+    pub fn offset(&self, position: Position) -> usize {
+        match self.encoding {
+            Encoding::Utf16 => {
+                self.lines
+                    .offset_of_utf16(self.text, position.line, position.character)
+            }
+            Encoding::Utf8 => {
+                let line = position.line as usize;
+                if line >= self.lines.line_count() {
+                    return self.text.len();
+                }
+                let start = self.lines.line_start(line);
+                let end = if line + 1 < self.lines.line_count() {
+                    self.lines.line_start(line + 1).saturating_sub(1)
+                } else {
+                    self.text.len()
+                };
+                let offset = start.saturating_add(position.character as usize).min(end);
+                clamp_to_char_boundary(self.text, offset)
+            }
+        }
+    }
+
+    pub fn span(&self, range: Range) -> Span {
+        Span::new(self.offset(range.start), self.offset(range.end))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_encodings_round_trip() {
+        let text = "a😀b\né\n";
+        let lines = LineIndex::new(text);
+        for encoding in [Encoding::Utf16, Encoding::Utf8] {
+            let t = Text {
+                text,
+                lines: &lines,
+                encoding,
+            };
+            for offset in [0, 1, 5, 6, 7, 9, text.len()] {
+                assert_eq!(
+                    t.offset(t.position(offset)),
+                    offset,
+                    "{encoding:?} {offset}"
+                );
+            }
+            let _ = t.offset(Position {
+                line: 99,
+                character: 99,
+            });
+        }
+        let t = Text {
+            text,
+            lines: &lines,
+            encoding: Encoding::Utf16,
+        };
+        assert_eq!(
+            t.position(5),
+            Position {
+                line: 0,
+                character: 3
+            }
+        );
+    }
+}

@@ -1,0 +1,729 @@
+//! End-to-end tests of the real `ctxpack-lsp` binary over stdio: a small JSON-RPC
+//! client with Content-Length framing and timeouts (a hung server fails the test
+//! instead of hanging CI), a full editing session, position encodings, a randomized
+//! edit storm, and an `#[ignore]`d latency measurement:
+//!
+//! ```text
+//! cargo test -p ctxpack-lsp --release --test e2e -- --ignored --nocapture latency
+//! ```
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+const TIMEOUT: Duration = Duration::from_secs(20);
+
+struct Client {
+    child: Child,
+    stdin: ChildStdin,
+    rx: Receiver<Value>,
+    /// Messages received while waiting for something else.
+    backlog: VecDeque<Value>,
+    next_id: i64,
+}
+
+impl Client {
+    fn start(args: &[&str]) -> Client {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ctxpack-lsp"))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start ctxpack-lsp");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            loop {
+                let mut length = None;
+                loop {
+                    let mut line = String::new();
+                    match reader.read_line(&mut line) {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {}
+                    }
+                    let line = line.trim_end();
+                    if line.is_empty() {
+                        break;
+                    }
+                    if let Some(v) = line.strip_prefix("Content-Length:") {
+                        length = v.trim().parse::<usize>().ok();
+                    }
+                }
+                let Some(length) = length else { return };
+                let mut body = vec![0; length];
+                if reader.read_exact(&mut body).is_err() {
+                    return;
+                }
+                let Ok(value) = serde_json::from_slice::<Value>(&body) else {
+                    return;
+                };
+                if tx.send(value).is_err() {
+                    return;
+                }
+            }
+        });
+        Client {
+            child,
+            stdin,
+            rx,
+            backlog: VecDeque::new(),
+            next_id: 1,
+        }
+    }
+
+    fn send(&mut self, message: &Value) {
+        let body = message.to_string();
+        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).expect("write");
+        self.stdin.flush().expect("flush");
+    }
+
+    fn notify(&mut self, method: &str, params: Value) {
+        self.send(&json!({ "jsonrpc": "2.0", "method": method, "params": params }));
+    }
+
+    fn recv(&mut self, deadline: Instant) -> Value {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match self.rx.recv_timeout(left) {
+            Ok(v) => v,
+            Err(e) => panic!("no message from the server within the timeout: {e}"),
+        }
+    }
+
+    /// Sends a request and returns its result (panics on an error response).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let response = self.request_raw(method, params);
+        if let Some(error) = response.get("error") {
+            panic!("{method} failed: {error}");
+        }
+        response.get("result").cloned().unwrap_or(Value::Null)
+    }
+
+    fn request_raw(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let message = self.recv(deadline);
+            if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
+                return message;
+            }
+            self.backlog.push_back(message);
+        }
+    }
+
+    /// The next notification `method` whose params satisfy `accept`; earlier ones are
+    /// dropped.
+    fn wait_for(&mut self, method: &str, accept: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + TIMEOUT;
+        while let Some(m) = self.backlog.pop_front() {
+            if m.get("method") == Some(&json!(method)) && accept(&m["params"]) {
+                return m["params"].clone();
+            }
+        }
+        loop {
+            let m = self.recv(deadline);
+            if m.get("method") == Some(&json!(method)) && accept(&m["params"]) {
+                return m["params"].clone();
+            }
+        }
+    }
+
+    /// The diagnostics published for `version` of the test document.
+    fn diagnostics(&mut self, version: i64) -> Vec<Value> {
+        let p = self.wait_for("textDocument/publishDiagnostics", |p| {
+            p["uri"] == URI && p["version"] == json!(version)
+        });
+        p["diagnostics"].as_array().cloned().unwrap_or_default()
+    }
+
+    fn initialize(&mut self, encodings: Option<&[&str]>) -> Value {
+        let mut capabilities = json!({});
+        if let Some(e) = encodings {
+            capabilities = json!({ "general": { "positionEncodings": e } });
+        }
+        let result = self.request(
+            "initialize",
+            json!({ "processId": null, "rootUri": null, "capabilities": capabilities }),
+        );
+        self.notify("initialized", json!({}));
+        result
+    }
+
+    fn open(&mut self, text: &str, version: i64) {
+        self.notify(
+            "textDocument/didOpen",
+            json!({ "textDocument": { "uri": URI, "languageId": "ctxpack", "version": version, "text": text } }),
+        );
+    }
+
+    fn change_all(&mut self, text: &str, version: i64) {
+        self.notify(
+            "textDocument/didChange",
+            json!({ "textDocument": { "uri": URI, "version": version }, "contentChanges": [{ "text": text }] }),
+        );
+    }
+
+    fn change_range(&mut self, range: Value, text: &str, version: i64) {
+        self.notify(
+            "textDocument/didChange",
+            json!({ "textDocument": { "uri": URI, "version": version }, "contentChanges": [{ "range": range, "text": text }] }),
+        );
+    }
+
+    fn at(&mut self, method: &str, line: u32, character: u32, extra: Value) -> Value {
+        let mut params = json!({ "textDocument": { "uri": URI }, "position": { "line": line, "character": character } });
+        if let (Some(p), Some(e)) = (params.as_object_mut(), extra.as_object()) {
+            p.extend(e.clone());
+        }
+        self.request(method, params)
+    }
+
+    fn shutdown(mut self) {
+        let result = self.request("shutdown", Value::Null);
+        assert_eq!(result, Value::Null);
+        self.notify("exit", Value::Null);
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => {
+                    assert!(status.success(), "server exited with {status}");
+                    return;
+                }
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                _ => panic!("server did not exit after `exit`"),
+            }
+        }
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const URI: &str = "file:///tmp/ctxpack-e2e/support.ctxpack";
+
+/// A pack that checks clean: no errors, no warnings.
+const CLEAN: &str = r#"pack "acme/e2e" version "1.0.0"
+
+context {
+  /// The customer's plan.
+  user.tier: enum("free", "pro")
+  order.id: string?
+}
+
+prompt system """
+  Reply in {{ request.locale }}.
+"""
+
+budget {
+  total 16_000
+  bucket policy   { share 10% priority 90 }
+  bucket tools    { share 10% priority 80 }
+  bucket evidence { share 50% priority 50 }
+  bucket memory   { share 15% priority 40 }
+  bucket session  { share 15% priority 30 }
+}
+
+/// Looks an order up.
+tool lookup_order {
+  description "Fetch an order."
+  kind read
+  risk low
+  approval auto
+  input {
+    order_id: string
+  }
+}
+
+intent refund {
+  tools lookup_order
+  task "😀é {{ ctx.order.id | \"none\" }}"
+}
+
+policy vip {
+  when ctx.user.tier == "pro"
+  instruct "Be nice."
+}
+"#;
+
+/// The clean pack with two mistakes: an unknown tool and, after an emoji on the same
+/// line, an unknown field.
+fn broken() -> String {
+    CLEAN
+        .replace("tools lookup_order", "tools lookup_ordr")
+        .replace("ctx.order.id | \\\"none\\\"", "ctx.order.idd")
+}
+
+/// 0-based line and UTF-16 / UTF-8 columns of the `nth` occurrence of `needle`.
+fn position(text: &str, needle: &str, nth: usize) -> (u32, u32, u32) {
+    let offset = text
+        .match_indices(needle)
+        .nth(nth)
+        .map(|(i, _)| i)
+        .expect("needle");
+    let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[..offset].matches('\n').count() as u32;
+    let utf16 = text[line_start..offset].encode_utf16().count() as u32;
+    let utf8 = (offset - line_start) as u32;
+    (line, utf16, utf8)
+}
+
+fn codes(diagnostics: &[Value]) -> Vec<String> {
+    diagnostics
+        .iter()
+        .map(|d| d["code"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+#[test]
+fn full_session() {
+    let mut c = Client::start(&["--stdio"]);
+    let init = c.initialize(None);
+    let caps = &init["capabilities"];
+    assert_eq!(caps["positionEncoding"], "utf-16");
+    for cap in [
+        "hoverProvider",
+        "definitionProvider",
+        "referencesProvider",
+        "completionProvider",
+        "documentSymbolProvider",
+        "documentFormattingProvider",
+        "renameProvider",
+        "codeActionProvider",
+    ] {
+        assert!(!caps[cap].is_null(), "missing {cap}");
+    }
+
+    // didOpen with errors: the right codes at the right UTF-16 ranges.
+    let text = broken();
+    c.open(&text, 1);
+    let diags = c.diagnostics(1);
+    // The misspelt reference also leaves the tool permitted by no intent (W0401).
+    assert_eq!(codes(&diags), ["W0401", "E0102", "E0201"], "{diags:#?}");
+    let diags = &diags[1..];
+    let (line, col, _) = position(&text, "lookup_ordr", 0);
+    assert_eq!(
+        diags[0]["range"]["start"],
+        json!({ "line": line, "character": col })
+    );
+    assert_eq!(
+        diags[0]["range"]["end"],
+        json!({ "line": line, "character": col + 11 })
+    );
+    let (line, col, utf8) = position(&text, "ctx.order.idd", 0);
+    assert!(
+        utf8 > col,
+        "the emoji line must make UTF-16 and UTF-8 columns differ"
+    );
+    assert_eq!(
+        diags[1]["range"]["start"],
+        json!({ "line": line, "character": col })
+    );
+    assert_eq!(
+        diags[1]["range"]["end"],
+        json!({ "line": line, "character": col + 13 })
+    );
+    assert_eq!(diags[0]["severity"], 1);
+    assert_eq!(diags[0]["source"], "ctxpack");
+    assert!(diags[0]["data"]["explain"]
+        .as_str()
+        .is_some_and(|e| e.contains("E0102")));
+
+    // A quick fix for the unknown tool.
+    let (line, col, _) = position(&text, "lookup_ordr", 0);
+    let actions = c.request(
+        "textDocument/codeAction",
+        json!({
+            "textDocument": { "uri": URI },
+            "range": { "start": { "line": line, "character": col }, "end": { "line": line, "character": col } },
+            "context": { "diagnostics": [] }
+        }),
+    );
+    let edit = &actions[0]["edit"]["changes"][URI][0];
+    assert_eq!(edit["newText"], "lookup_order", "{actions:#}");
+    assert_eq!(actions[0]["kind"], "quickfix");
+
+    // didChange fixing it: empty diagnostics.
+    c.change_all(CLEAN, 2);
+    assert!(c.diagnostics(2).is_empty());
+
+    // Hover on a tool reference.
+    let (line, col, _) = position(CLEAN, "lookup_order", 1);
+    let hover = c.at("textDocument/hover", line, col + 2, json!({}));
+    let markdown = hover["contents"]["value"].as_str().unwrap_or("");
+    assert!(
+        markdown.contains("**tool** `lookup_order`") && markdown.contains("| read | low | auto |"),
+        "{hover:#}"
+    );
+
+    // Hover on a bucket shows its allocation.
+    let (line, col, _) = position(CLEAN, "evidence", 0);
+    let hover = c.at("textDocument/hover", line, col, json!({}));
+    assert!(
+        hover["contents"]["value"]
+            .as_str()
+            .unwrap_or("")
+            .contains("8000 tokens"),
+        "{hover:#}"
+    );
+
+    // Definition of the reference is the declaration.
+    let definition = c.at(
+        "textDocument/definition",
+        line_of(CLEAN, "lookup_order", 1),
+        10,
+        json!({}),
+    );
+    let (def_line, def_col, _) = position(CLEAN, "lookup_order", 0);
+    assert_eq!(
+        definition[0]["range"]["start"],
+        json!({ "line": def_line, "character": def_col })
+    );
+
+    // References of a field: the declaration and its uses in a template and a condition.
+    let (line, col, _) = position(CLEAN, "user.tier", 0);
+    let refs = c.at(
+        "textDocument/references",
+        line,
+        col,
+        json!({ "context": { "includeDeclaration": true } }),
+    );
+    assert_eq!(refs.as_array().map(Vec::len), Some(2), "{refs:#}");
+
+    // Completion after `approval ` offers the approval modes.
+    let with_blank = CLEAN.replace("approval auto", "approval ");
+    c.change_all(&with_blank, 3);
+    c.diagnostics(3);
+    let (line, col, _) = position(&with_blank, "approval ", 0);
+    let items = c.at("textDocument/completion", line, col + 9, json!({}));
+    let labels: Vec<&str> = items
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["label"].as_str())
+        .collect();
+    assert!(
+        labels.contains(&"confirm") && labels.contains(&"review"),
+        "{labels:?}"
+    );
+
+    // Completion of `ctx.` paths in a condition.
+    let typing = CLEAN.replace("when ctx.user.tier == \"pro\"", "when ctx.");
+    c.change_all(&typing, 4);
+    c.diagnostics(4);
+    let (line, col, _) = position(&typing, "when ctx.", 0);
+    let items = c.at("textDocument/completion", line, col + 9, json!({}));
+    let labels: Vec<&str> = items
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["label"].as_str())
+        .collect();
+    assert!(labels.contains(&"ctx.user.tier"), "{labels:?}");
+
+    // Formatting: one edit with the formatted text.
+    let messy = CLEAN
+        .replace("  kind read\n", "kind    read\n")
+        .replace("bucket tools    {", "bucket tools{");
+    c.change_all(&messy, 5);
+    c.diagnostics(5);
+    let edits = c.request("textDocument/formatting", json!({ "textDocument": { "uri": URI }, "options": { "tabSize": 2, "insertSpaces": true } }));
+    assert_eq!(edits.as_array().map(Vec::len), Some(1));
+    assert_eq!(edits[0]["newText"], CLEAN);
+
+    // Outline.
+    let symbols = c.request(
+        "textDocument/documentSymbol",
+        json!({ "textDocument": { "uri": URI } }),
+    );
+    let names: Vec<&str> = symbols
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"lookup_order") && names.contains(&"budget"),
+        "{names:?}"
+    );
+
+    // Rename a tool, and refuse an invalid name.
+    c.change_all(CLEAN, 6);
+    c.diagnostics(6);
+    let (line, col, _) = position(CLEAN, "lookup_order", 0);
+    let prepared = c.at("textDocument/prepareRename", line, col, json!({}));
+    assert_eq!(prepared["start"], json!({ "line": line, "character": col }));
+    let edit = c.at(
+        "textDocument/rename",
+        line,
+        col,
+        json!({ "newName": "find_order" }),
+    );
+    assert_eq!(edit["changes"][URI].as_array().map(Vec::len), Some(2));
+    let bad = c.request_raw(
+        "textDocument/rename",
+        json!({ "textDocument": { "uri": URI }, "position": { "line": line, "character": col }, "newName": "Find-Order" }),
+    );
+    assert!(bad.get("error").is_some(), "{bad:#}");
+
+    // didClose clears the diagnostics.
+    c.notify(
+        "textDocument/didClose",
+        json!({ "textDocument": { "uri": URI } }),
+    );
+    let cleared = c.wait_for("textDocument/publishDiagnostics", |p| {
+        p["uri"] == URI && p["version"].is_null()
+    });
+    assert_eq!(cleared["diagnostics"], json!([]));
+
+    c.shutdown();
+}
+
+fn line_of(text: &str, needle: &str, nth: usize) -> u32 {
+    position(text, needle, nth).0
+}
+
+#[test]
+fn utf8_positions_when_the_client_offers_them() {
+    let mut c = Client::start(&[]);
+    let init = c.initialize(Some(&["utf-8", "utf-16"]));
+    assert_eq!(init["capabilities"]["positionEncoding"], "utf-8");
+    let text = broken();
+    c.open(&text, 1);
+    let diags = c.diagnostics(1);
+    let (line, _, utf8) = position(&text, "ctx.order.idd", 0);
+    assert_eq!(
+        diags[2]["range"]["start"],
+        json!({ "line": line, "character": utf8 })
+    );
+    // An incremental edit addressed in bytes: fix the field name.
+    c.change_range(
+        json!({ "start": { "line": line, "character": utf8 + 12 }, "end": { "line": line, "character": utf8 + 13 } }),
+        "",
+        2,
+    );
+    let diags = c.diagnostics(2);
+    assert_eq!(codes(&diags), ["W0401", "E0102", "W0201"], "{diags:#?}");
+    c.shutdown();
+}
+
+/// A deterministic xorshift generator: the storm is the same on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+#[test]
+fn random_edit_storm_never_crashes_the_server() {
+    const FRAGMENTS: &[&str] = &[
+        "tool ",
+        "{",
+        "}",
+        "\"",
+        "\"\"\"",
+        "\n",
+        "😀",
+        "é",
+        "policy p { when ctx.",
+        "intent i {",
+        "tools a, ",
+        "{{ ctx.",
+        "}}",
+        "bucket x { share 10",
+        "%",
+        "json { \"==\": [",
+        "//",
+        "///",
+        "\\",
+        "\u{FEFF}",
+        "\r\n",
+        "    ",
+        "block b in ",
+        "approval ",
+        "== \"",
+        "context { a.b: enum(",
+    ];
+    let mut c = Client::start(&[]);
+    c.initialize(None);
+    c.open(CLEAN, 1);
+    c.diagnostics(1);
+    let mut rng = Rng(0x5EED_C7C9_AC00_0001);
+    let lines = CLEAN.lines().count() as u64;
+    for version in 2..302 {
+        let line = rng.below(lines + 5) as u32;
+        let character = rng.below(60) as u32;
+        let range = json!({
+            "start": { "line": line, "character": character },
+            "end": { "line": line + rng.below(3) as u32, "character": rng.below(80) as u32 },
+        });
+        match rng.below(10) {
+            0 => c.change_all(CLEAN, version),
+            1..=2 => c.change_range(range, "", version),
+            3 => {
+                // Random characters, any plane.
+                let junk: String = (0..rng.below(12))
+                    .filter_map(|_| char::from_u32(rng.below(0x1_0000) as u32))
+                    .collect();
+                c.change_range(range, &junk, version);
+            }
+            _ => {
+                let fragment = FRAGMENTS[rng.below(FRAGMENTS.len() as u64) as usize];
+                c.change_range(range, fragment, version);
+            }
+        }
+        if version % 25 == 0 {
+            c.diagnostics(version);
+            let line = rng.below(lines + 3) as u32;
+            let character = rng.below(100) as u32;
+            for method in [
+                "textDocument/hover",
+                "textDocument/completion",
+                "textDocument/definition",
+            ] {
+                let _ = c.at(method, line, character, json!({}));
+            }
+            let _ = c.request(
+                "textDocument/documentSymbol",
+                json!({ "textDocument": { "uri": URI } }),
+            );
+            let _ = c.request("textDocument/formatting", json!({ "textDocument": { "uri": URI }, "options": { "tabSize": 2, "insertSpaces": true } }));
+        }
+    }
+    // Still alive and answering.
+    c.diagnostics(301);
+    let _ = c.at("textDocument/hover", 0, 0, json!({}));
+    c.shutdown();
+}
+
+// ---------------------------------------------------------------------------------
+// Latency
+// ---------------------------------------------------------------------------------
+
+/// A realistic pack of about `lines` lines.
+fn generated_pack(lines: usize) -> String {
+    let mut out = String::from("pack \"acme/big\" version \"1.0.0\"\n\ncontext {\n");
+    let fields = lines / 20;
+    for i in 0..fields {
+        out.push_str(&format!(
+            "  /// Field {i}.\n  group{}.field{i}: enum(\"a\", \"b\", \"c\")\n",
+            i % 7
+        ));
+    }
+    out.push_str("  order.total: float?\n}\n\nprompt system \"\"\"\n  You are a bot. Reply in {{ request.locale }}.\n\"\"\"\n\n");
+    out.push_str("budget {\n  total 64_000\n  bucket policy   { share 10% priority 90 }\n  bucket tools    { share 10% priority 80 }\n  bucket evidence { share 50% priority 50 }\n  bucket memory   { share 15% priority 40 }\n  bucket session  { share 15% priority 30 }\n}\n\n");
+    let mut i = 0;
+    while out.lines().count() < lines {
+        out.push_str(&format!(
+            "/// Tool {i}.\ntool tool_{i} {{\n  description \"Does thing {i}.\"\n  kind read\n  risk low\n  approval auto\n  input {{\n    id: string\n    count: int?\n  }}\n}}\n\n"
+        ));
+        out.push_str(&format!(
+            "intent intent_{i} {{\n  description \"Intent {i}.\"\n  tools tool_{i}\n  task \"Do {i} for {{{{ ctx.group{}.field{} }}}}.\"\n}}\n\n",
+            i % fields.max(1) % 7,
+            i % fields.max(1)
+        ));
+        out.push_str(&format!(
+            "policy policy_{i} priority {i} {{\n  when ctx.group{}.field{} == \"a\" and request.channel == \"voice\"\n  instruct \"Rule {i}.\"\n}}\n\n",
+            i % fields.max(1) % 7,
+            i % fields.max(1)
+        ));
+        i += 1;
+    }
+    out
+}
+
+fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort();
+    let index = ((samples.len() as f64 - 1.0) * p).round() as usize;
+    samples.get(index).copied().unwrap_or_default()
+}
+
+#[test]
+#[ignore = "a measurement: run with --release --ignored --nocapture"]
+fn latency() {
+    let text = generated_pack(5_000);
+    let line_count = text.lines().count();
+    let mut c = Client::start(&[]);
+    c.initialize(None);
+    let started = Instant::now();
+    c.open(&text, 1);
+    let initial = c.diagnostics(1);
+    let open_time = started.elapsed();
+    assert!(
+        initial.iter().all(|d| d["severity"] != 1),
+        "{:#?}",
+        &initial[..initial.len().min(3)]
+    );
+
+    // One-character edits inside a description string: insert, then delete.
+    let (line, col, _) = position(&text, "Does thing 7", 0);
+    let mut diagnostics = Vec::new();
+    for k in 0..50 {
+        let version = 2 + k;
+        let at = json!({ "line": line, "character": col + 4 });
+        let sent = Instant::now();
+        if k % 2 == 0 {
+            c.change_range(json!({ "start": at, "end": at }), "x", version);
+        } else {
+            let end = json!({ "line": line, "character": col + 5 });
+            c.change_range(json!({ "start": at, "end": end }), "", version);
+        }
+        c.diagnostics(version);
+        diagnostics.push(sent.elapsed());
+    }
+    let (hline, hcol, _) = position(&text, "tools tool_42", 0);
+    let mut hovers = Vec::new();
+    for _ in 0..50 {
+        let sent = Instant::now();
+        let h = c.at("textDocument/hover", hline, hcol + 8, json!({}));
+        hovers.push(sent.elapsed());
+        assert!(!h.is_null());
+    }
+    let (cline, ccol, _) = position(&text, "approval auto", 3);
+    let mut completions = Vec::new();
+    for _ in 0..50 {
+        let sent = Instant::now();
+        let items = c.at("textDocument/completion", cline, ccol + 9, json!({}));
+        completions.push(sent.elapsed());
+        assert!(items.as_array().is_some_and(|i| !i.is_empty()));
+    }
+    println!(
+        "pack: {line_count} lines, {} bytes; didOpen → diagnostics {open_time:?}",
+        text.len()
+    );
+    for (name, samples) in [
+        ("didChange → publishDiagnostics", &mut diagnostics),
+        ("hover", &mut hovers),
+        ("completion", &mut completions),
+    ] {
+        println!(
+            "{name}: p50 {:?}  p95 {:?}  max {:?}",
+            percentile(samples, 0.5),
+            percentile(samples, 0.95),
+            samples.iter().max().copied().unwrap_or_default()
+        );
+    }
+    c.shutdown();
+}

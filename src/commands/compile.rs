@@ -1,0 +1,462 @@
+//! `ctxpack compile`: a thin CLI over [`PreparedPack::compile`].
+//!
+//! Files are JSON, or YAML when they end in `.yaml`/`.yml`. A missing, unreadable or
+//! unparseable file is exit 3; a well-formed file of the wrong shape is exit 4. `--pack`
+//! is an artifact file, or, when no such file exists, a registry reference
+//! `scope/name@version` resolved to `<registry>/<scope>/<name>/<version>.json` (registry
+//! from `--registry`, else `CTXPACK_REGISTRY`, else `.ctxpack/registry`). A reference
+//! without a version is refused (exit 4): packs are always pinned.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use serde_json::{json, Value};
+
+use crate::artifact::{verify_bytes, Artifact};
+use crate::runtime::{decode_inputs, render, CompileError, CompiledContext, PreparedPack};
+
+/// Output format of `compile`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Target {
+    /// The `ctxpack.compiled/v1` envelope, canonical JSON.
+    #[default]
+    Raw,
+    /// An OpenAI Chat Completions request body.
+    Openai,
+    /// An Anthropic Messages request body.
+    Anthropic,
+}
+
+/// Arguments of `ctxpack compile`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CompileArgs {
+    /// An artifact file, or a registry reference `scope/name@version`.
+    #[arg(long)]
+    pub pack: String,
+    /// The RunContext (JSON or YAML).
+    #[arg(long)]
+    pub run: PathBuf,
+    /// The InvokeRequest (JSON or YAML).
+    #[arg(long)]
+    pub request: PathBuf,
+    /// A list of evidence items (JSON or YAML).
+    #[arg(long)]
+    pub evidence: Option<PathBuf>,
+    /// A list of promoted memory items (JSON or YAML).
+    #[arg(long)]
+    pub memory: Option<PathBuf>,
+    /// What to print.
+    #[arg(long, value_enum, default_value_t = Target::Raw)]
+    pub target: Target,
+    /// Print a human summary (budget, policies, tools) instead of JSON.
+    #[arg(long)]
+    pub explain: bool,
+    /// Print failures as one JSON object on stderr.
+    #[arg(long)]
+    pub json_errors: bool,
+    /// The registry directory for `scope/name@version` references.
+    #[arg(long)]
+    pub registry: Option<PathBuf>,
+    /// The `model` member of provider bodies; left out when not given.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// `max_tokens` of the Anthropic body (required by that API).
+    #[arg(long, default_value_t = 1024)]
+    pub max_tokens: u32,
+}
+
+/// A failure of a CLI command, with its exit code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CliError {
+    pub kind: &'static str,
+    pub message: String,
+    pub exit_code: i32,
+    pub policy: Option<String>,
+}
+
+impl CliError {
+    pub(crate) fn new(kind: &'static str, exit_code: i32, message: impl Into<String>) -> Self {
+        CliError {
+            kind,
+            message: message.into(),
+            exit_code,
+            policy: None,
+        }
+    }
+
+    /// Prints the error on stderr, as JSON or as an `error: ...` line.
+    pub fn report(&self, json_errors: bool) {
+        if json_errors {
+            let mut error = json!({
+                "kind": self.kind, "message": self.message, "exit_code": self.exit_code,
+            });
+            if let (Some(p), Value::Object(map)) = (&self.policy, &mut error) {
+                map.insert("policy".into(), json!(p));
+            }
+            anstream::eprintln!("{}", json!({ "error": error }));
+        } else {
+            anstream::eprintln!("error: {}", self.message);
+        }
+    }
+}
+
+impl From<CompileError> for CliError {
+    fn from(e: CompileError) -> Self {
+        CliError {
+            kind: e.kind(),
+            message: e.to_string(),
+            exit_code: e.exit_code(),
+            policy: e.policy().map(str::to_owned),
+        }
+    }
+}
+
+/// Runs `compile`, printing the result on stdout; returns the exit code.
+pub fn run(args: &CompileArgs) -> i32 {
+    match execute(args) {
+        Ok(out) => {
+            anstream::print!("{out}");
+            0
+        }
+        Err(e) => {
+            e.report(args.json_errors);
+            e.exit_code
+        }
+    }
+}
+
+/// Does the work of `compile` and returns what to print.
+pub fn execute(args: &CompileArgs) -> Result<String, CliError> {
+    let registry = args
+        .registry
+        .clone()
+        .or_else(|| std::env::var_os("CTXPACK_REGISTRY").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(".ctxpack/registry"));
+    let artifact = load_pack(&args.pack, &registry)?;
+    let run = read_document(&args.run)?;
+    let request = read_document(&args.request)?;
+    let evidence = args.evidence.as_deref().map(read_document).transpose()?;
+    let memory = args.memory.as_deref().map(read_document).transpose()?;
+    let inputs = decode_inputs(run, request, evidence, memory)?;
+    let pack = PreparedPack::new(artifact)?;
+    let compiled = pack.compile(&inputs)?;
+    if args.explain {
+        return Ok(explain(&compiled));
+    }
+    Ok(match args.target {
+        Target::Raw => String::from_utf8_lossy(&compiled.canonical_bytes()).into_owned(),
+        Target::Openai => pretty(&render::openai(&compiled, args.model.as_deref())),
+        Target::Anthropic => pretty(&render::anthropic(
+            &compiled,
+            args.model.as_deref(),
+            args.max_tokens,
+        )),
+    })
+}
+
+fn pretty(value: &Value) -> String {
+    let mut s = serde_json::to_string_pretty(value).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// Reads a JSON document, or YAML for `.yaml`/`.yml` files. Exit 3 when the file is
+/// missing, unreadable or unparseable.
+pub fn read_document(path: &Path) -> Result<Value, CliError> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        CliError::new(
+            "unreadable_input",
+            3,
+            format!("cannot read `{}`: {e}", path.display()),
+        )
+    })?;
+    parse_document(path, &bytes)
+}
+
+pub(crate) fn parse_document(path: &Path, bytes: &[u8]) -> Result<Value, CliError> {
+    let yaml = matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml")
+    );
+    let parsed = if yaml {
+        serde_norway::from_slice::<Value>(bytes).map_err(|e| e.to_string())
+    } else {
+        serde_json::from_slice::<Value>(bytes).map_err(|e| e.to_string())
+    };
+    parsed.map_err(|e| {
+        CliError::new(
+            "unparseable_input",
+            3,
+            format!("cannot parse `{}`: {e}", path.display()),
+        )
+    })
+}
+
+/// Whether `s` is `scope/name` or `scope/name@version` (version unchecked).
+fn parse_reference(s: &str) -> Option<(&str, &str, Option<&str>)> {
+    let (name_part, version) = match s.split_once('@') {
+        Some((n, v)) => (n, Some(v)),
+        None => (s, None),
+    };
+    let (scope, name) = name_part.split_once('/')?;
+    let part_ok = |p: &str| {
+        p.bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            && p.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    (part_ok(scope) && part_ok(name)).then_some((scope, name, version))
+}
+
+/// Loads and verifies an artifact file or a pinned registry reference.
+pub fn load_pack(pack: &str, registry: &Path) -> Result<Artifact, CliError> {
+    let as_path = Path::new(pack);
+    let path = if as_path.is_file() {
+        as_path.to_path_buf()
+    } else if let Some((scope, name, version)) = parse_reference(pack) {
+        let Some(version) = version else {
+            return Err(CliError::new(
+                "unpinned_pack",
+                4,
+                format!(
+                    "unpinned pack reference `{pack}`: name an exact version, e.g. `{pack}@1.0.0`"
+                ),
+            ));
+        };
+        // The version becomes a file name, so it must be a real semantic version (which
+        // also rules out path separators).
+        if semver::Version::parse(version).is_err() {
+            return Err(CliError::new(
+                "invalid_pack_reference",
+                4,
+                format!("`{version}` in `{pack}` is not a semantic version"),
+            ));
+        }
+        let path = registry
+            .join(scope)
+            .join(name)
+            .join(format!("{version}.json"));
+        if !path.is_file() {
+            return Err(CliError::new(
+                "unreadable_input",
+                3,
+                format!(
+                    "pack `{pack}` is not in the registry (looked for `{}`)",
+                    path.display()
+                ),
+            ));
+        }
+        path
+    } else {
+        return Err(CliError::new(
+            "unreadable_input",
+            3,
+            format!("pack `{pack}`: no such file"),
+        ));
+    };
+    let bytes = std::fs::read(&path).map_err(|e| {
+        CliError::new(
+            "unreadable_input",
+            3,
+            format!("cannot read `{}`: {e}", path.display()),
+        )
+    })?;
+    verify_bytes(&bytes).map_err(|e| CliError {
+        kind: if e.exit_code() == 3 {
+            "unparseable_input"
+        } else {
+            "invalid_artifact"
+        },
+        message: format!("`{}`: {e}", path.display()),
+        exit_code: e.exit_code(),
+        policy: None,
+    })
+}
+
+/// The human summary printed by `--explain`.
+pub fn explain(cc: &CompiledContext) -> String {
+    let mut out = String::new();
+    let b = &cc.budget_report;
+    let _ = writeln!(
+        out,
+        "pack     {}@{} ({})",
+        cc.pack.name, cc.pack.version, cc.pack.hash
+    );
+    let _ = writeln!(
+        out,
+        "intent   {}{}",
+        cc.intent.name,
+        if cc.intent.fallback_used {
+            " (fallback)"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        out,
+        "budget   total {}, fixed {}, available {}, tokenizer {}",
+        b.total, b.fixed, b.available, b.tokenizer
+    );
+    let rc = &cc.runtime_controls;
+    if let Some(r) = &rc.refusal_reason {
+        let _ = writeln!(out, "REFUSE   {r}");
+    }
+    if let Some(t) = &rc.escalation_target {
+        let _ = writeln!(out, "ESCALATE {t}");
+    }
+    if !rc.approval_gates_active.is_empty() {
+        let _ = writeln!(out, "gates    {}", rc.approval_gates_active.join(", "));
+    }
+    if !rc.redaction_rules_active.is_empty() {
+        let names: Vec<&str> = rc
+            .redaction_rules_active
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect();
+        let _ = writeln!(out, "redact   {}", names.join(", "));
+    }
+
+    let mut buckets = Table::new();
+    buckets.load_preset(UTF8_FULL_CONDENSED);
+    buckets.set_header([
+        "bucket",
+        "allocated",
+        "used",
+        "kept",
+        "truncated",
+        "dropped",
+    ]);
+    let names: std::collections::BTreeSet<&String> = b
+        .allocations
+        .keys()
+        .chain(b.dropped_block_ids.keys())
+        .collect();
+    for name in names {
+        let kept = cc
+            .compiled_prompt
+            .context_blocks
+            .iter()
+            .filter(|x| &x.bucket == name);
+        let truncated: Vec<&str> = kept
+            .clone()
+            .filter(|x| x.truncated)
+            .map(|x| x.id.as_str())
+            .collect();
+        let dropped = b.dropped_block_ids.get(name).cloned().unwrap_or_default();
+        buckets.add_row([
+            name.clone(),
+            b.allocations.get(name).map_or("-".into(), u64::to_string),
+            b.used_at_compile
+                .get(name)
+                .copied()
+                .unwrap_or(0)
+                .to_string(),
+            kept.count().to_string(),
+            truncated.join(", "),
+            summarize(&dropped),
+        ]);
+    }
+    let _ = writeln!(out, "\n{buckets}");
+
+    let mut policies = Table::new();
+    policies.load_preset(UTF8_FULL_CONDENSED);
+    policies.set_header(["policy", "priority", "mode", "fired", "effects", "error"]);
+    for p in &cc.manifests.policy_manifest {
+        let effects: Vec<String> = p
+            .effects
+            .iter()
+            .filter_map(|e| e.as_object().and_then(|m| m.keys().next().cloned()))
+            .collect();
+        policies.add_row([
+            p.policy.clone(),
+            p.priority.to_string(),
+            if p.enforcing { "enforcing" } else { "advisory" }.to_owned(),
+            if p.fired { "yes" } else { "no" }.to_owned(),
+            effects.join(", "),
+            p.error.clone().unwrap_or_default(),
+        ]);
+    }
+    let _ = writeln!(out, "\n{policies}");
+
+    let mut tools = Table::new();
+    tools.load_preset(UTF8_FULL_CONDENSED);
+    tools.set_header([
+        "tool",
+        "surfaced",
+        "approval",
+        "derivation",
+        "withheld because",
+    ]);
+    for t in &cc.manifests.tool_manifest {
+        tools.add_row([
+            t.name.clone(),
+            if t.surfaced { "yes" } else { "no" }.to_owned(),
+            t.capability_metadata.approval_mode.clone(),
+            t.capability_metadata.derivation.clone(),
+            t.withheld_reason.clone().unwrap_or_default(),
+        ]);
+    }
+    let _ = writeln!(out, "\n{tools}");
+    for d in &cc.diagnostics {
+        let _ = writeln!(out, "{}: {}", d.code, d.message);
+    }
+    for w in &b.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    out
+}
+
+/// At most five ids, then a count, so a table row stays readable.
+fn summarize(ids: &[String]) -> String {
+    if ids.len() <= 5 {
+        ids.join(", ")
+    } else {
+        format!("{} … (+{} more)", ids[..5].join(", "), ids.len() - 5)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references() {
+        assert_eq!(
+            parse_reference("acme/support@1.0.0"),
+            Some(("acme", "support", Some("1.0.0")))
+        );
+        assert_eq!(
+            parse_reference("acme/support"),
+            Some(("acme", "support", None))
+        );
+        assert_eq!(parse_reference("./pack.json"), None);
+        assert_eq!(parse_reference("Acme/x@1"), None);
+    }
+
+    #[test]
+    fn unpinned_and_missing_packs() {
+        let dir = Path::new("/nonexistent-registry");
+        assert_eq!(load_pack("acme/support", dir).unwrap_err().exit_code, 4);
+        assert_eq!(
+            load_pack("acme/support@1.0.0", dir).unwrap_err().exit_code,
+            3
+        );
+        assert_eq!(
+            load_pack("acme/support@../../x", dir)
+                .unwrap_err()
+                .exit_code,
+            4
+        );
+        assert_eq!(load_pack("missing.json", dir).unwrap_err().exit_code, 3);
+    }
+
+    #[test]
+    fn yaml_and_json_documents() {
+        let v = parse_document(Path::new("a.yaml"), b"a: [1, x]\n").unwrap();
+        assert_eq!(v, json!({"a": [1, "x"]}));
+        let e = parse_document(Path::new("a.json"), b"{").unwrap_err();
+        assert_eq!(e.exit_code, 3);
+    }
+}

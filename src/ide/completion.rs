@@ -1,0 +1,444 @@
+//! Completion. A heuristic over the tokens before the cursor: the enclosing block
+//! (found by matching braces) and the last token or two decide what may come next.
+//! It works on half-typed, unparsable text, which is the usual state of a file while
+//! someone types.
+
+use super::Analysis;
+use crate::fmt::lexer::{lex, Kind, Token};
+use crate::ir::scope::{resolve, BUILTINS};
+use crate::ir::{SymbolKind, Ty};
+use crate::span::{clamp_to_char_boundary, Span};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompletionKind {
+    Keyword,
+    /// A value from a fixed set: safety and approval modes, risk levels, ...
+    Value,
+    Type,
+    Tool,
+    Intent,
+    Redactor,
+    Bucket,
+    Field,
+    Builtin,
+    EnumMember,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompletionItem {
+    pub label: String,
+    pub kind: CompletionKind,
+    pub detail: Option<String>,
+    /// The text to insert, replacing [`CompletionItem::replace`].
+    pub insert: String,
+    /// The partly typed word the completion replaces (may be empty).
+    pub replace: Span,
+}
+
+/// The block the cursor is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Block {
+    Top,
+    Context,
+    Budget,
+    Bucket,
+    Tool,
+    Input,
+    Intent,
+    IntentBudget,
+    Policy,
+    Json,
+    Other,
+}
+
+const ITEM_KEYWORDS: &[&str] = &[
+    "import",
+    "description",
+    "context",
+    "prompt",
+    "budget",
+    "tool",
+    "prohibit",
+    "intent",
+    "redactor",
+    "policy",
+    "block",
+];
+const TOOL_KEYWORDS: &[&str] = &["description", "kind", "risk", "approval", "input"];
+const INTENT_KEYWORDS: &[&str] = &["description", "safety", "tools", "task", "budget"];
+const POLICY_KEYWORDS: &[&str] = &[
+    "when",
+    "refuse",
+    "escalate",
+    "require_approval",
+    "deny",
+    "redact",
+    "instruct",
+];
+const BUDGET_KEYWORDS: &[&str] = &["total", "tokenizer", "bucket"];
+const BUCKET_KEYWORDS: &[&str] = &["share", "priority", "min", "overflow"];
+const SAFETY: &[&str] = &["autonomous", "supervised", "reviewed"];
+const APPROVAL: &[&str] = &["auto", "confirm", "review"];
+const RISK: &[&str] = &["low", "medium", "high", "critical"];
+const OVERFLOW: &[&str] = &["drop", "truncate", "error"];
+const TOKENIZERS: &[&str] = &["o200k", "cl100k", "approx"];
+const TOOL_KINDS: &[&str] = &["read", "write", "admin"];
+const TYPES: &[&str] = &[
+    "string",
+    "int",
+    "float",
+    "bool",
+    "timestamp",
+    "list",
+    "enum",
+];
+const EXPR_WORDS: &[&str] = &["exists", "not", "json", "true", "false", "null"];
+
+struct Ctx<'a> {
+    analysis: &'a Analysis,
+    replace: Span,
+    items: Vec<CompletionItem>,
+}
+
+impl Ctx<'_> {
+    fn push(&mut self, label: &str, kind: CompletionKind, detail: Option<String>) {
+        self.push_insert(label, label, kind, detail);
+    }
+
+    fn push_insert(
+        &mut self,
+        label: &str,
+        insert: &str,
+        kind: CompletionKind,
+        detail: Option<String>,
+    ) {
+        if self.items.iter().any(|i| i.label == label) {
+            return;
+        }
+        self.items.push(CompletionItem {
+            label: label.to_owned(),
+            kind,
+            detail,
+            insert: insert.to_owned(),
+            replace: self.replace,
+        });
+    }
+
+    fn words(&mut self, words: &[&str], kind: CompletionKind) {
+        for w in words {
+            self.push(w, kind, None);
+        }
+    }
+
+    fn names(&mut self, kind: SymbolKind, as_kind: CompletionKind) {
+        let names: Vec<String> = self
+            .analysis
+            .checked()
+            .pack
+            .names(kind)
+            .map(str::to_owned)
+            .collect();
+        for n in names {
+            self.push(&n, as_kind, Some(kind.as_str().to_owned()));
+        }
+    }
+
+    /// Every path an expression or template may name.
+    fn paths(&mut self) {
+        let pack = &self.analysis.checked().pack;
+        let fields: Vec<(String, String)> = pack
+            .fields
+            .iter()
+            .map(|f| {
+                let optional = if f.optional { "?" } else { "" };
+                (
+                    format!("ctx.{}", f.path),
+                    format!("{}{optional}", f.ty.describe()),
+                )
+            })
+            .collect();
+        for (path, ty) in fields {
+            self.push(&path, CompletionKind::Field, Some(ty));
+        }
+        for (path, _, _) in BUILTINS {
+            let ty = resolve(pack, path).map(|r| r.ty.describe());
+            self.push(path, CompletionKind::Builtin, ty);
+        }
+    }
+
+    fn expression(&mut self) {
+        self.paths();
+        self.words(EXPR_WORDS, CompletionKind::Keyword);
+    }
+
+    /// The values a comparison with `lhs` may name: enum variants, or intent names for
+    /// `request.intent`. `quote` wraps them in quotes.
+    fn comparison_values(&mut self, lhs: &str, quote: bool) {
+        let q = |s: &str| {
+            if quote {
+                format!("\"{s}\"")
+            } else {
+                s.to_owned()
+            }
+        };
+        if lhs == "request.intent" {
+            let intents: Vec<String> = self
+                .analysis
+                .checked()
+                .pack
+                .names(SymbolKind::Intent)
+                .map(str::to_owned)
+                .collect();
+            for n in intents {
+                self.push_insert(
+                    &q(&n),
+                    &q(&n),
+                    CompletionKind::Intent,
+                    Some("intent".into()),
+                );
+            }
+            return;
+        }
+        if let Some(r) = resolve(&self.analysis.checked().pack, lhs) {
+            if let Ty::Enum(variants) = r.ty {
+                for v in variants {
+                    self.push_insert(
+                        &q(&v),
+                        &q(&v),
+                        CompletionKind::EnumMember,
+                        Some(lhs.to_owned()),
+                    );
+                }
+            }
+        }
+    }
+}
+
+pub(super) fn complete(a: &Analysis, offset: usize) -> Vec<CompletionItem> {
+    let text = a.text();
+    let offset = clamp_to_char_boundary(text, offset);
+    let bytes = text.as_bytes();
+    let mut start = offset;
+    while start > 0
+        && (bytes[start - 1].is_ascii_alphanumeric() || matches!(bytes[start - 1], b'_' | b'.'))
+    {
+        start -= 1;
+    }
+    let prefix = &text[start..offset];
+    let mut ctx = Ctx {
+        analysis: a,
+        replace: Span::new(start, offset),
+        items: Vec::new(),
+    };
+    let tokens = lex(&text[..start]).tokens;
+    let last = tokens.last();
+
+    // Inside a string: templates, and comparison values being typed in quotes.
+    if let Some(t) = last.filter(|t| unterminated(t)) {
+        if let Some(open) = t.text.rfind("{{") {
+            if !t.text[open..].contains("}}") {
+                ctx.paths();
+                return ctx.items;
+            }
+        }
+        let before = tokens.len().checked_sub(3).and_then(|i| tokens.get(i));
+        let op = tokens.len().checked_sub(2).and_then(|i| tokens.get(i));
+        if let (Some(lhs), Some(op)) = (before, op) {
+            if matches!(op.text, "==" | "!=") && t.kind == Kind::Str {
+                ctx.replace = Span::new(start, offset);
+                ctx.comparison_values(lhs.text, false);
+            }
+        }
+        return ctx.items;
+    }
+
+    let stack = blocks(&tokens);
+    let top = stack.last().copied().unwrap_or(Block::Top);
+    let tok = |back: usize| -> Option<&Token<'_>> {
+        tokens.len().checked_sub(back).and_then(|i| tokens.get(i))
+    };
+    let prev = tok(1).map_or("", |t| t.text);
+    let prev2 = tok(2).map_or("", |t| t.text);
+    let line_start = text[..start]
+        .rsplit('\n')
+        .next()
+        .is_some_and(|l| l.trim().is_empty());
+
+    if prefix.starts_with("ctx.") || prefix.starts_with("request.") || prefix.starts_with("run.") {
+        ctx.paths();
+        return ctx.items;
+    }
+    match prev {
+        "safety" => ctx.words(SAFETY, CompletionKind::Value),
+        "approval" => ctx.words(APPROVAL, CompletionKind::Value),
+        "risk" => ctx.words(RISK, CompletionKind::Value),
+        "overflow" => ctx.words(OVERFLOW, CompletionKind::Value),
+        "tokenizer" => ctx.words(TOKENIZERS, CompletionKind::Value),
+        "kind" if top == Block::Tool => ctx.words(TOOL_KINDS, CompletionKind::Value),
+        "prompt" if top == Block::Top => {
+            ctx.words(&["system", "developer"], CompletionKind::Keyword)
+        }
+        ":" if matches!(top, Block::Context | Block::Input) => {
+            ctx.words(TYPES, CompletionKind::Type)
+        }
+        "<" if matches!(top, Block::Context | Block::Input) => {
+            ctx.words(TYPES, CompletionKind::Type)
+        }
+        "==" | "!=" => {
+            ctx.comparison_values(prev2, true);
+            ctx.expression();
+        }
+        _ => {}
+    }
+    if !ctx.items.is_empty() {
+        return ctx.items;
+    }
+    // Name lists: `tools a, b`, `prohibit`, `require_approval`, `deny`, `redact`.
+    if let Some(list) = list_keyword(&tokens) {
+        match list {
+            "tools" | "prohibit" | "require_approval" | "deny" => {
+                ctx.names(SymbolKind::Tool, CompletionKind::Tool)
+            }
+            "redact" => ctx.names(SymbolKind::Redactor, CompletionKind::Redactor),
+            _ => {}
+        }
+        if !ctx.items.is_empty() {
+            return ctx.items;
+        }
+    }
+    let prev_is_value = tok(1).is_some_and(|t| t.kind != Kind::Punct);
+    match top {
+        Block::Top => {
+            if prev == "in" && tok(3).is_some_and(|t| t.is("block")) {
+                ctx.names(SymbolKind::Bucket, CompletionKind::Bucket);
+            } else if prev2 == "intent" {
+                ctx.words(&["fallback"], CompletionKind::Keyword);
+            } else if prev2 == "block" {
+                ctx.words(&["in"], CompletionKind::Keyword);
+            } else if prev2 == "redactor" {
+                ctx.words(&["pattern"], CompletionKind::Keyword);
+            } else if prev2 == "policy"
+                || (prev2 == "priority" && tok(4).is_some_and(|t| t.is("policy")))
+            {
+                ctx.words(&["priority", "advisory"], CompletionKind::Keyword);
+            } else if matches!(prev2, "pack" | "import")
+                && tok(1).is_some_and(|t| t.kind == Kind::Str)
+            {
+                ctx.words(&["version"], CompletionKind::Keyword);
+            } else if line_start || tokens.is_empty() {
+                if tokens.is_empty() {
+                    ctx.words(&["pack"], CompletionKind::Keyword);
+                }
+                ctx.words(ITEM_KEYWORDS, CompletionKind::Keyword);
+            }
+        }
+        Block::Tool if line_start || prev == "{" => {
+            ctx.words(TOOL_KEYWORDS, CompletionKind::Keyword)
+        }
+        Block::Intent if line_start || prev == "{" => {
+            ctx.words(INTENT_KEYWORDS, CompletionKind::Keyword)
+        }
+        Block::Budget if line_start || prev == "{" => {
+            ctx.words(BUDGET_KEYWORDS, CompletionKind::Keyword)
+        }
+        Block::Bucket if !matches!(prev, "share" | "priority" | "min") => {
+            ctx.words(BUCKET_KEYWORDS, CompletionKind::Keyword);
+        }
+        Block::IntentBudget
+            if prev == "{" || tok(1).is_some_and(|t| t.kind == Kind::Percent) || line_start =>
+        {
+            ctx.names(SymbolKind::Bucket, CompletionKind::Bucket);
+        }
+        Block::Policy => {
+            let expr_position = matches!(
+                prev,
+                "when" | "and" | "or" | "not" | "(" | "[" | "," | "<" | "<=" | ">" | ">=" | "in"
+            );
+            if expr_position {
+                ctx.expression();
+            } else if prev == "{" {
+                ctx.words(&["when"], CompletionKind::Keyword);
+            } else if line_start || prev_is_value {
+                ctx.words(&["and", "or"], CompletionKind::Keyword);
+                ctx.words(&POLICY_KEYWORDS[1..], CompletionKind::Keyword);
+            }
+        }
+        _ => {}
+    }
+    ctx.items
+}
+
+/// Is this the last token of text that ends inside a string?
+fn unterminated(t: &Token<'_>) -> bool {
+    match t.kind {
+        Kind::Triple => t.text.len() < 6 || !t.text.ends_with("\"\"\""),
+        Kind::Str => t.text.len() < 2 || !t.text.ends_with('"') || t.text.ends_with("\\\""),
+        _ => false,
+    }
+}
+
+/// The keyword of a name list the cursor continues (`tools a, b, |`), if any.
+fn list_keyword<'s>(tokens: &[Token<'s>]) -> Option<&'s str> {
+    let mut i = tokens.len();
+    loop {
+        let t = tokens.get(i.checked_sub(1)?)?;
+        match t.text {
+            "tools" | "prohibit" | "require_approval" | "deny" | "redact" => return Some(t.text),
+            "," => {
+                // `, NAME` pairs continue the list.
+                let name = tokens.get(i.checked_sub(2)?)?;
+                if name.kind != Kind::Word {
+                    return None;
+                }
+                i -= 2;
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// The stack of blocks open at the end of `tokens`.
+fn blocks(tokens: &[Token<'_>]) -> Vec<Block> {
+    let mut stack: Vec<Block> = Vec::new();
+    for (i, t) in tokens.iter().enumerate() {
+        match t.text {
+            "{" => {
+                let back = |k: usize| {
+                    i.checked_sub(k)
+                        .and_then(|j| tokens.get(j))
+                        .map_or("", |t| t.text)
+                };
+                let top = stack.last().copied().unwrap_or(Block::Top);
+                let kind = if top == Block::Json || back(1) == "json" {
+                    Block::Json
+                } else if back(1) == "context" {
+                    Block::Context
+                } else if back(1) == "input" {
+                    Block::Input
+                } else if back(1) == "budget" {
+                    if top == Block::Intent {
+                        Block::IntentBudget
+                    } else {
+                        Block::Budget
+                    }
+                } else if back(2) == "bucket" {
+                    Block::Bucket
+                } else if back(2) == "tool" {
+                    Block::Tool
+                } else if back(2) == "intent" || (back(1) == "fallback" && back(3) == "intent") {
+                    Block::Intent
+                } else if top == Block::Top && (1..=5).any(|k| back(k) == "policy") {
+                    Block::Policy
+                } else {
+                    Block::Other
+                };
+                stack.push(kind);
+            }
+            "}" => {
+                stack.pop();
+            }
+            _ => {}
+        }
+    }
+    stack
+}

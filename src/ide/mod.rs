@@ -1,0 +1,389 @@
+//! Editor analyses over one document: diagnostics, hover, go to definition, find
+//! references, completion, the outline, rename and quick fixes.
+//!
+//! Everything here is a pure function of the document's text (and, for imports, of
+//! the registry it was checked against): [`Analysis::new`] checks the text once and
+//! every query reads that result. Offsets are byte offsets into the text; queries
+//! accept any offset (past the end, inside a character) and never panic. The language
+//! server (`lsp/`) converts positions and calls these; it holds no language logic.
+
+mod completion;
+mod hover;
+mod symbols;
+
+use crate::check::{check_source, check_source_with, Checked};
+use crate::diagnostic::Diagnostic;
+use crate::imports::{Lockfile, PackSource};
+use crate::ir::{EffectIr, SymbolKind};
+use crate::span::{clamp_to_char_boundary, LineIndex, Span};
+
+pub use completion::{CompletionItem, CompletionKind};
+pub use hover::Hover;
+pub use symbols::{OutlineKind, OutlineSymbol};
+
+/// One use or declaration of a name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Occurrence {
+    pub kind: SymbolKind,
+    /// The name, or for context fields the path below `ctx`.
+    pub name: String,
+    /// The written name: for field references, the whole path (`ctx.user.tier`); for
+    /// intent references, the string literal (quotes included).
+    pub span: Span,
+    pub is_definition: bool,
+    /// Declared by an imported pack (its span is the import's name).
+    pub imported: bool,
+}
+
+/// A text edit: replace `span` with `text`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextEdit {
+    pub span: Span,
+    pub text: String,
+}
+
+/// A quick fix offered for a diagnostic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuickFix {
+    pub title: String,
+    /// Index into [`Analysis::diagnostics`].
+    pub diagnostic: usize,
+    pub edit: TextEdit,
+}
+
+/// The analysis of one version of one document.
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    text: String,
+    checked: Checked,
+    lines: LineIndex,
+    occurrences: Vec<Occurrence>,
+}
+
+impl Analysis {
+    /// Checks `text` without a registry (imports report E0702).
+    pub fn new(text: impl Into<String>) -> Self {
+        let text = text.into();
+        let checked = check_source(&text);
+        Self::from_checked(text, checked)
+    }
+
+    /// Checks `text`, resolving imports from `source` and checking them against
+    /// `lock` when there is one.
+    pub fn with_imports(
+        text: impl Into<String>,
+        source: &dyn PackSource,
+        lock: Option<&Lockfile>,
+    ) -> Self {
+        let text = text.into();
+        let (checked, _) = check_source_with(&text, source, lock);
+        Self::from_checked(text, checked)
+    }
+
+    /// The text with no analysis at all: no diagnostics, no names. For a caller that
+    /// must keep a document's text when checking it failed.
+    pub fn unchecked(text: impl Into<String>) -> Self {
+        let checked = Checked {
+            ast: crate::syntax::ast::File {
+                header: None,
+                items: Vec::new(),
+            },
+            pack: crate::ir::Pack::default(),
+            diagnostics: Vec::new(),
+        };
+        Self::from_checked(text.into(), checked)
+    }
+
+    fn from_checked(text: String, checked: Checked) -> Self {
+        let occurrences = occurrences(&checked);
+        Analysis {
+            lines: LineIndex::new(&text),
+            text,
+            checked,
+            occurrences,
+        }
+    }
+
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    pub fn line_index(&self) -> &LineIndex {
+        &self.lines
+    }
+
+    pub fn checked(&self) -> &Checked {
+        &self.checked
+    }
+
+    /// Every diagnostic, in source order.
+    pub fn diagnostics(&self) -> &[Diagnostic] {
+        &self.checked.diagnostics
+    }
+
+    /// Every declaration and use of a name, in no particular order.
+    pub fn occurrences(&self) -> &[Occurrence] {
+        &self.occurrences
+    }
+
+    /// The innermost occurrence at `offset` (a cursor just after a name counts).
+    pub fn occurrence_at(&self, offset: usize) -> Option<&Occurrence> {
+        let offset = clamp_to_char_boundary(&self.text, offset);
+        self.occurrences
+            .iter()
+            .filter(|o| o.span.contains(offset))
+            .min_by_key(|o| (o.span.len(), !o.is_definition))
+    }
+
+    /// Where the name at `offset` is declared.
+    pub fn definition(&self, offset: usize) -> Vec<Span> {
+        let Some(at) = self.occurrence_at(offset) else {
+            return Vec::new();
+        };
+        self.occurrences
+            .iter()
+            .filter(|o| o.is_definition && o.kind == at.kind && o.name == at.name)
+            .map(|o| o.span)
+            .collect()
+    }
+
+    /// Every occurrence of the name at `offset`, in source order.
+    pub fn references(&self, offset: usize, include_declaration: bool) -> Vec<Span> {
+        let Some(at) = self.occurrence_at(offset) else {
+            return Vec::new();
+        };
+        let mut spans: Vec<Span> = self
+            .occurrences
+            .iter()
+            .filter(|o| o.kind == at.kind && o.name == at.name)
+            .filter(|o| include_declaration || !o.is_definition)
+            .map(|o| o.span)
+            .collect();
+        spans.sort();
+        spans.dedup();
+        spans
+    }
+
+    pub fn hover(&self, offset: usize) -> Option<Hover> {
+        hover::hover(self, offset)
+    }
+
+    pub fn completion(&self, offset: usize) -> Vec<CompletionItem> {
+        completion::complete(self, offset)
+    }
+
+    pub fn document_symbols(&self) -> Vec<OutlineSymbol> {
+        symbols::outline(self)
+    }
+
+    /// The whole document formatted, or `None` when it has syntax errors.
+    pub fn format(&self) -> Option<String> {
+        crate::fmt::format(&self.text).ok()
+    }
+
+    /// The quick fixes of the diagnostics whose span touches `range`.
+    pub fn quick_fixes(&self, range: Span) -> Vec<QuickFix> {
+        self.diagnostics()
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.span.start <= range.end && range.start <= d.span.end)
+            .filter_map(|(i, d)| {
+                let s = d.suggestion.as_ref()?;
+                Some(QuickFix {
+                    title: format!("Replace with `{}`", s.replacement),
+                    diagnostic: i,
+                    edit: TextEdit {
+                        span: s.span,
+                        text: s.replacement.clone(),
+                    },
+                })
+            })
+            .collect()
+    }
+
+    /// The span a rename at `offset` would change (the name itself), when the name
+    /// there can be renamed: a tool or a context field declared in this file.
+    pub fn prepare_rename(&self, offset: usize) -> Option<Span> {
+        let at = self.occurrence_at(offset)?;
+        if !matches!(at.kind, SymbolKind::Tool | SymbolKind::Field) {
+            return None;
+        }
+        let declared_here = self
+            .occurrences
+            .iter()
+            .any(|o| o.is_definition && !o.imported && o.kind == at.kind && o.name == at.name);
+        let imported = self
+            .occurrences
+            .iter()
+            .any(|o| o.imported && o.kind == at.kind && o.name == at.name);
+        if !declared_here || imported {
+            return None;
+        }
+        Some(self.name_span(at))
+    }
+
+    /// The edits that rename the tool or context field at `offset` to `new_name`
+    /// everywhere in the file, or why it cannot be renamed.
+    pub fn rename(&self, offset: usize, new_name: &str) -> Result<Vec<TextEdit>, String> {
+        let span = self.prepare_rename(offset).ok_or_else(|| {
+            "only tools and context fields declared in this file can be renamed".to_owned()
+        })?;
+        let at = self
+            .occurrence_at(offset)
+            .ok_or_else(|| "nothing to rename here".to_owned())?;
+        let new_name = new_name.trim();
+        let new_name = match at.kind {
+            SymbolKind::Field => new_name.strip_prefix("ctx.").unwrap_or(new_name),
+            _ => new_name,
+        };
+        validate_name(at.kind, new_name)?;
+        if new_name == at.name {
+            return Ok(Vec::new());
+        }
+        let pack = &self.checked.pack;
+        if pack.declares(at.kind, new_name) {
+            return Err(format!(
+                "a {} named `{new_name}` already exists",
+                at.kind.as_str()
+            ));
+        }
+        if at.kind == SymbolKind::Field {
+            for f in pack.fields.iter().filter(|f| f.path != at.name) {
+                let (a, b) = (f.path.as_str(), new_name);
+                if a.starts_with(&format!("{b}.")) || b.starts_with(&format!("{a}.")) {
+                    return Err(format!(
+                        "`ctx.{new_name}` would clash with the field `ctx.{a}`: a path cannot be both a field and a prefix"
+                    ));
+                }
+            }
+        }
+        let _ = span;
+        let mut edits: Vec<TextEdit> = self
+            .occurrences
+            .iter()
+            .filter(|o| o.kind == at.kind && o.name == at.name)
+            .map(|o| TextEdit {
+                span: self.name_span(o),
+                text: new_name.to_owned(),
+            })
+            .collect();
+        edits.sort_by_key(|e| e.span);
+        edits.dedup();
+        Ok(edits)
+    }
+
+    /// The part of an occurrence that is the name: a field reference written
+    /// `ctx.user.tier` is renamed from after `ctx.`.
+    fn name_span(&self, o: &Occurrence) -> Span {
+        if o.kind == SymbolKind::Field && !o.is_definition {
+            let written = self.text.get(o.span.start..o.span.end).unwrap_or("");
+            if written.starts_with("ctx.") {
+                return Span::new(o.span.start + 4, o.span.end);
+            }
+        }
+        o.span
+    }
+}
+
+fn is_ident(s: &str) -> bool {
+    let mut bytes = s.bytes();
+    matches!(bytes.next(), Some(b'a'..=b'z' | b'_'))
+        && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'))
+}
+
+/// A new name must be an identifier (tools) or a dotted path of identifiers (fields).
+fn validate_name(kind: SymbolKind, name: &str) -> Result<(), String> {
+    let ok = match kind {
+        SymbolKind::Field => !name.is_empty() && name.split('.').all(is_ident),
+        _ => is_ident(name),
+    };
+    if ok {
+        Ok(())
+    } else if kind == SymbolKind::Field {
+        Err(format!(
+            "`{name}` is not a field path: write identifiers `[a-z_][a-z0-9_]*` separated by dots"
+        ))
+    } else {
+        Err(format!(
+            "`{name}` is not an identifier: names are `[a-z_][a-z0-9_]*`"
+        ))
+    }
+}
+
+/// Collects every declaration and use of a name. The IR records definitions and the
+/// references made from expressions and templates (fields, intents); the name lists
+/// (`tools`, `prohibit`, effects, a block's bucket, intent budget overrides) are read
+/// from the IR's own items. Items brought in by imports are declarations at the
+/// import; their internal references are not part of this file.
+fn occurrences(checked: &Checked) -> Vec<Occurrence> {
+    let pack = &checked.pack;
+    let import_spans: Vec<Span> = pack.imports.iter().map(|i| i.name_span).collect();
+    let mut out = Vec::new();
+    for d in pack.definitions.iter().chain(pack.broken.iter()) {
+        let imported = pack.origins.contains_key(&(d.kind, d.name.clone()));
+        out.push(Occurrence {
+            kind: d.kind,
+            name: d.name.clone(),
+            span: d.span,
+            is_definition: true,
+            imported,
+        });
+    }
+    let mut reference = |kind: SymbolKind, name: &str, span: Span| {
+        if import_spans.contains(&span) {
+            return;
+        }
+        out.push(Occurrence {
+            kind,
+            name: name.to_owned(),
+            span,
+            is_definition: false,
+            imported: false,
+        });
+    };
+    for r in &pack.references {
+        reference(r.kind, &r.name, r.span);
+    }
+    for i in &pack.intents {
+        for t in &i.tools {
+            reference(SymbolKind::Tool, &t.name, t.span);
+        }
+        for (b, _) in i.budget.iter().flat_map(|b| &b.overrides) {
+            reference(SymbolKind::Bucket, &b.name, b.span);
+        }
+    }
+    for t in &pack.prohibitions {
+        reference(SymbolKind::Tool, &t.name, t.span);
+    }
+    for p in &pack.policies {
+        for e in &p.effects {
+            let (kind, names) = match e {
+                EffectIr::RequireApproval(n) | EffectIr::Deny(n) => (SymbolKind::Tool, n),
+                EffectIr::Redact(n) => (SymbolKind::Redactor, n),
+                _ => continue,
+            };
+            for n in names {
+                reference(kind, &n.name, n.span);
+            }
+        }
+    }
+    for b in &pack.blocks {
+        reference(SymbolKind::Bucket, &b.bucket.name, b.bucket.span);
+    }
+    out
+}
+
+/// Formats parts per million as a percentage: `450000` → `45%`, `125000` → `12.5%`.
+pub(crate) fn percent(ppm: u64) -> String {
+    let whole = ppm / 10_000;
+    let frac = ppm % 10_000;
+    if frac == 0 {
+        format!("{whole}%")
+    } else {
+        let frac = format!("{frac:04}");
+        format!("{whole}.{}%", frac.trim_end_matches('0'))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,190 @@
+//! The document outline: items, with tool input fields, buckets and context fields as
+//! children.
+
+use super::Analysis;
+use crate::span::Span;
+use crate::syntax::ast::{BrokenKind, ItemKind, Role};
+
+/// What an outline entry is; the language server maps it to its symbol kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutlineKind {
+    Pack,
+    Import,
+    Description,
+    Context,
+    Field,
+    Prompt,
+    Budget,
+    Bucket,
+    Tool,
+    Prohibit,
+    Intent,
+    Redactor,
+    Policy,
+    Block,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutlineSymbol {
+    pub name: String,
+    pub detail: Option<String>,
+    pub kind: OutlineKind,
+    /// The whole entry.
+    pub span: Span,
+    /// The name (or keyword) to select; inside `span`.
+    pub selection: Span,
+    pub children: Vec<OutlineSymbol>,
+}
+
+fn leaf(name: String, kind: OutlineKind, span: Span, selection: Span) -> OutlineSymbol {
+    OutlineSymbol {
+        name,
+        detail: None,
+        kind,
+        span: span.to(selection),
+        selection,
+        children: Vec::new(),
+    }
+}
+
+pub(super) fn outline(a: &Analysis) -> Vec<OutlineSymbol> {
+    let file = &a.checked().ast;
+    let text = a.text();
+    let slice = |s: Span| text.get(s.start..s.end).unwrap_or("").to_owned();
+    let mut out = Vec::new();
+    if let Some(h) = &file.header {
+        let mut s = leaf(h.name.value.clone(), OutlineKind::Pack, h.span, h.name.span);
+        s.detail = Some(h.version.value.clone());
+        out.push(s);
+    }
+    for item in &file.items {
+        let span = item.span;
+        let kw = item.keyword;
+        let sym = match &item.kind {
+            ItemKind::Import(i) => {
+                let mut s = leaf(i.name.value.clone(), OutlineKind::Import, span, i.name.span);
+                s.detail = i.version.as_ref().map(|v| v.value.clone());
+                s
+            }
+            ItemKind::Description(_) => {
+                leaf("description".into(), OutlineKind::Description, span, kw)
+            }
+            ItemKind::Context(fields) => {
+                let mut s = leaf("context".into(), OutlineKind::Context, span, kw);
+                s.children = fields
+                    .iter()
+                    .map(|f| {
+                        let mut c = leaf(
+                            f.path.name.clone(),
+                            OutlineKind::Field,
+                            f.path.span.to(f.ty.span),
+                            f.path.span,
+                        );
+                        c.detail = Some(slice(f.ty.span));
+                        c
+                    })
+                    .collect();
+                s
+            }
+            ItemKind::Prompt(p) => {
+                let role = match p.role {
+                    Role::System => "prompt system",
+                    Role::Developer => "prompt developer",
+                };
+                leaf(role.into(), OutlineKind::Prompt, span, p.role_span)
+            }
+            ItemKind::Budget(b) => {
+                let mut s = leaf("budget".into(), OutlineKind::Budget, span, kw);
+                s.detail = b.total.map(|t| format!("{} tokens", t.value));
+                s.children = b
+                    .buckets
+                    .iter()
+                    .map(|k| {
+                        let mut c = leaf(
+                            k.name.name.clone(),
+                            OutlineKind::Bucket,
+                            k.span,
+                            k.name.span,
+                        );
+                        c.detail = k.share.map(|sh| super::percent(sh.value));
+                        c
+                    })
+                    .collect();
+                s
+            }
+            ItemKind::Tool(t) => {
+                let mut s = leaf(t.name.name.clone(), OutlineKind::Tool, span, t.name.span);
+                s.detail = t.kind.as_ref().map(|k| k.name.clone());
+                s.children = t
+                    .input
+                    .iter()
+                    .flatten()
+                    .map(|f| {
+                        let mut c = leaf(
+                            f.name.name.clone(),
+                            OutlineKind::Field,
+                            f.name.span.to(f.ty.span),
+                            f.name.span,
+                        );
+                        c.detail = Some(slice(f.ty.span));
+                        c
+                    })
+                    .collect();
+                s
+            }
+            ItemKind::Prohibit(names) => {
+                let list: Vec<&str> = names.iter().map(|n| n.name.as_str()).collect();
+                leaf(
+                    format!("prohibit {}", list.join(", ")),
+                    OutlineKind::Prohibit,
+                    span,
+                    kw,
+                )
+            }
+            ItemKind::Intent(i) => {
+                let mut s = leaf(i.name.name.clone(), OutlineKind::Intent, span, i.name.span);
+                s.detail = i.fallback.map(|_| "fallback".to_owned());
+                s
+            }
+            ItemKind::Redactor(r) => leaf(
+                r.name.name.clone(),
+                OutlineKind::Redactor,
+                span,
+                r.name.span,
+            ),
+            ItemKind::Policy(p) => {
+                let mut s = leaf(p.name.name.clone(), OutlineKind::Policy, span, p.name.span);
+                s.detail = p.priority.map(|p| format!("priority {}", p.value));
+                s
+            }
+            ItemKind::Block(b) => {
+                let mut s = leaf(b.name.name.clone(), OutlineKind::Block, span, b.name.span);
+                s.detail = Some(format!("in {}", b.bucket.name));
+                s
+            }
+            ItemKind::Broken(b) => {
+                // An item whose body does not parse still shows in the outline, by
+                // name when its head parsed.
+                let (kind, fallback) = match b.kind {
+                    BrokenKind::Tool => (OutlineKind::Tool, "tool"),
+                    BrokenKind::Intent => (OutlineKind::Intent, "intent"),
+                    BrokenKind::Policy => (OutlineKind::Policy, "policy"),
+                    BrokenKind::Redactor => (OutlineKind::Redactor, "redactor"),
+                    BrokenKind::Block => (OutlineKind::Block, "block"),
+                    BrokenKind::Bucket => (OutlineKind::Bucket, "bucket"),
+                    BrokenKind::Budget => (OutlineKind::Budget, "budget"),
+                    BrokenKind::Context => (OutlineKind::Context, "context"),
+                    BrokenKind::Prompt => (OutlineKind::Prompt, "prompt"),
+                    BrokenKind::Import => (OutlineKind::Import, "import"),
+                    BrokenKind::Other => continue,
+                };
+                match &b.name {
+                    Some(name) => leaf(name.name.clone(), kind, span, name.span),
+                    None => leaf(fallback.to_owned(), kind, span, kw),
+                }
+            }
+        };
+        out.push(sym);
+    }
+    out
+}

@@ -1,0 +1,269 @@
+use super::*;
+
+const PACK: &str = r#"pack "acme/support" version "1.0.0"
+
+context {
+  /// The customer's plan.
+  user.tier: enum("free", "pro")
+  order.total: float?
+}
+
+prompt system """
+  Reply in {{ request.locale }} to {{ ctx.user.tier }}.
+"""
+
+budget {
+  total 16_000
+  bucket policy   { share 10% priority 90 }
+  bucket evidence { share 45% overflow truncate }
+}
+
+/// Looks an order up.
+tool lookup_order {
+  description "Fetch an order."
+  kind read
+  risk low
+  approval auto
+  input {
+    order_id: string
+  }
+}
+
+prohibit lookup_order
+
+intent refund fallback {
+  tools lookup_order
+  task "Refund {{ ctx.order.total | \"?\" }}."
+  budget { evidence 50% }
+}
+
+redactor email pattern "[a-z]+@x"
+
+policy vip priority 5 {
+  when ctx.user.tier == "pro" and request.intent == "refund"
+  deny lookup_order
+  redact email
+}
+
+block rules in evidence """
+  Rules.
+"""
+"#;
+
+fn at(text: &str, needle: &str, nth: usize) -> usize {
+    text.match_indices(needle)
+        .nth(nth)
+        .map(|(i, _)| i + 1)
+        .unwrap_or_else(|| panic!("`{needle}` #{nth} not found"))
+}
+
+#[test]
+fn references_cover_every_kind() {
+    let a = Analysis::new(PACK);
+    // Tool: the definition, intent tools, prohibit and deny.
+    let refs = a.references(at(PACK, "lookup_order", 0), true);
+    assert_eq!(refs.len(), 4, "{refs:?}");
+    assert_eq!(a.references(at(PACK, "lookup_order", 2), false).len(), 3);
+    // Field: the definition, the template and the condition.
+    assert_eq!(a.references(at(PACK, "user.tier", 0), true).len(), 3);
+    // Bucket: definition, intent budget override, block.
+    assert_eq!(a.references(at(PACK, "evidence", 0), true).len(), 3);
+    // Redactor and intent (the intent is referenced by the string literal).
+    assert_eq!(a.references(at(PACK, "email", 0), true).len(), 2);
+    assert_eq!(a.references(at(PACK, "\"refund\"", 0), true).len(), 2);
+}
+
+#[test]
+fn definition_jumps_to_the_declaration() {
+    let a = Analysis::new(PACK);
+    let def = a.definition(at(PACK, "lookup_order", 3));
+    assert_eq!(def.len(), 1);
+    assert_eq!(&PACK[def[0].start..def[0].end], "lookup_order");
+    let def = a.definition(at(PACK, "ctx.user.tier", 1));
+    assert_eq!(&PACK[def[0].start..def[0].end], "user.tier");
+    assert!(a.definition(0).is_empty());
+}
+
+#[test]
+fn hovers() {
+    let a = Analysis::new(PACK);
+    let h = a
+        .hover(at(PACK, "lookup_order", 1))
+        .map(|h| h.markdown)
+        .unwrap_or_default();
+    assert!(
+        h.contains("Looks an order up.") && h.contains("| read | low | auto |"),
+        "{h}"
+    );
+    assert!(h.contains("`order_id: string`"), "{h}");
+    let h = a
+        .hover(at(PACK, "evidence", 1))
+        .map(|h| h.markdown)
+        .unwrap_or_default();
+    assert!(h.contains("share 45% of 16000 → **7200 tokens**"), "{h}");
+    let h = a
+        .hover(at(PACK, "user.tier", 0))
+        .map(|h| h.markdown)
+        .unwrap_or_default();
+    assert!(
+        h.contains("enum(\"free\", \"pro\")") && h.contains("The customer's plan."),
+        "{h}"
+    );
+    let h = a
+        .hover(at(PACK, "vip", 0))
+        .map(|h| h.markdown)
+        .unwrap_or_default();
+    assert!(
+        h.contains("\"===\"") && h.contains("\"var\": \"ctx.user.tier\""),
+        "{h}"
+    );
+    let h = a
+        .hover(at(PACK, "request.locale", 0) + 3)
+        .map(|h| h.markdown)
+        .unwrap_or_default();
+    assert!(h.contains("**built-in** `request.locale`: `string`"), "{h}");
+}
+
+#[test]
+fn hover_shows_the_page_of_a_diagnostic() {
+    let src = PACK.replace("tools lookup_order", "tools lookup_ordr");
+    let a = Analysis::new(src.clone());
+    let h = a
+        .hover(at(&src, "lookup_ordr", 0))
+        .map(|h| h.markdown)
+        .unwrap_or_default();
+    assert!(h.contains("E0102"), "{h}");
+    let fixes = a.quick_fixes(Span::new(0, src.len()));
+    assert!(
+        fixes.iter().any(|f| f.edit.text == "lookup_order"),
+        "{fixes:?}"
+    );
+}
+
+fn codes(text: &str) -> Vec<&'static str> {
+    Analysis::new(text)
+        .diagnostics()
+        .iter()
+        .map(|d| d.code)
+        .collect()
+}
+
+#[test]
+fn renames_tools_and_fields() {
+    let a = Analysis::new(PACK);
+    let edits = a
+        .rename(at(PACK, "lookup_order", 2), "find_order")
+        .unwrap_or_default();
+    assert_eq!(edits.len(), 4);
+    let mut out = PACK.to_owned();
+    for e in edits.iter().rev() {
+        out.replace_range(e.span.start..e.span.end, &e.text);
+    }
+    assert!(!out.contains("lookup_order"));
+    assert_eq!(codes(&out), codes(PACK));
+
+    let edits = a
+        .rename(at(PACK, "ctx.user.tier", 0), "ctx.account.plan")
+        .unwrap_or_default();
+    assert_eq!(edits.len(), 3);
+    let mut out = PACK.to_owned();
+    for e in edits.iter().rev() {
+        out.replace_range(e.span.start..e.span.end, &e.text);
+    }
+    assert!(out.contains("{{ ctx.account.plan }}") && out.contains("account.plan: enum"));
+    assert_eq!(codes(&out), codes(PACK));
+
+    assert!(a.rename(at(PACK, "lookup_order", 0), "Bad-Name").is_err());
+    assert!(a.rename(at(PACK, "user.tier", 0), "order.total").is_err());
+    assert!(a.rename(at(PACK, "user.tier", 0), "user.tier.x").is_ok());
+    assert!(a.rename(at(PACK, "user.tier", 0), "order.total.x").is_err());
+    assert!(a.prepare_rename(at(PACK, "evidence", 0)).is_none());
+}
+
+fn labels(text: &str, offset: usize) -> Vec<String> {
+    Analysis::new(text)
+        .completion(offset)
+        .into_iter()
+        .map(|c| c.label)
+        .collect()
+}
+
+fn complete_at(marker_text: &str) -> Vec<String> {
+    let offset = marker_text.find('|').unwrap_or(0);
+    let text = marker_text.replacen('|', "", 1);
+    labels(&text, offset)
+}
+
+#[test]
+fn completions() {
+    let head = "pack \"a/b\" version \"1.0.0\"\ncontext { user.tier: enum(\"free\", \"pro\") }\ntool t { kind read }\nredactor r pattern \"x\"\nbudget { bucket evidence { share 10% } }\n";
+    let c = |s: &str| complete_at(&format!("{head}{s}"));
+    assert!(c("|").contains(&"tool".to_owned()));
+    assert!(c("tool x {\n  |\n}").contains(&"approval".to_owned()));
+    assert!(c("tool x {\n  approval |\n}").contains(&"confirm".to_owned()));
+    assert!(c("tool x {\n  risk |").contains(&"critical".to_owned()));
+    assert!(c("intent i { safety |").contains(&"supervised".to_owned()));
+    assert!(c("intent i { tools t, |").contains(&"t".to_owned()));
+    assert!(c("intent i { budget { | } }").contains(&"evidence".to_owned()));
+    assert!(c("budget { tokenizer |").contains(&"cl100k".to_owned()));
+    assert!(c("budget { bucket x { share 10% overflow |").contains(&"truncate".to_owned()));
+    assert!(c("policy p { when ctx.|").contains(&"ctx.user.tier".to_owned()));
+    assert!(c("policy p { when req|").contains(&"request.channel".to_owned()));
+    assert!(c("policy p { when ctx.user.tier == |").contains(&"\"pro\"".to_owned()));
+    assert!(c("policy p { when ctx.user.tier == \"f|").contains(&"free".to_owned()));
+    assert!(c("policy p { when true\n  redact |").contains(&"r".to_owned()));
+    assert!(c("policy p { when true\n  |").contains(&"require_approval".to_owned()));
+    assert!(c("prompt system \"Hi {{ run.|").contains(&"run.user.id".to_owned()));
+    assert!(c("block b in |").contains(&"evidence".to_owned()));
+    assert!(c("context { a: |").contains(&"timestamp".to_owned()));
+}
+
+#[test]
+fn outline() {
+    let a = Analysis::new(PACK);
+    let symbols = a.document_symbols();
+    let names: Vec<&str> = symbols.iter().map(|s| s.name.as_str()).collect();
+    assert!(names.contains(&"lookup_order") && names.contains(&"vip"));
+    let tool = symbols
+        .iter()
+        .find(|s| s.name == "lookup_order")
+        .map(|s| s.children.len());
+    assert_eq!(tool, Some(1));
+    let budget = symbols
+        .iter()
+        .find(|s| s.kind == OutlineKind::Budget)
+        .map(|s| s.children.len());
+    assert_eq!(budget, Some(2));
+    for s in &symbols {
+        assert!(
+            s.span.start <= s.selection.start && s.selection.end <= s.span.end,
+            "{s:?}"
+        );
+    }
+}
+
+#[test]
+fn no_query_panics_at_any_offset() {
+    let inputs = [
+        PACK,
+        "pack \"a/b\" version \"1.0.0\"\n// 😀 emoji é\ntool 😀 { kind }\npolicy p { when ctx.",
+        "\"\"\"",
+        "{{{{ }}}} ][ \u{FEFF}",
+        "",
+    ]
+    .map(String::from);
+    for text in inputs {
+        let a = Analysis::new(text.clone());
+        for offset in 0..=text.len() + 2 {
+            let _ = a.hover(offset);
+            let _ = a.completion(offset);
+            let _ = a.definition(offset);
+            let _ = a.references(offset, true);
+            let _ = a.prepare_rename(offset);
+            let _ = a.rename(offset, "x");
+        }
+        let _ = a.document_symbols();
+        let _ = a.format();
+        let _ = a.quick_fixes(Span::new(0, usize::MAX));
+    }
+}

@@ -1,0 +1,289 @@
+//! Import resolution: pinned `import "scope/name" version "X.Y.Z"` items against a
+//! source of published artifacts (the registry), checked against `ctxpack.lock`.
+//!
+//! Resolution is the only I/O of the front end and happens before the IR is built:
+//! the IR merges already-verified artifacts, so it stays a pure function.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::artifact::{canonical_bytes, Artifact, Dependency};
+use crate::diagnostic::Diagnostic;
+use crate::ir::ImportDecl;
+use crate::span::Span;
+
+/// Why an artifact could not be loaded.
+#[derive(Debug, Clone)]
+pub enum LoadError {
+    /// No such name@version; `available` lists the versions that exist.
+    NotFound { available: Vec<String> },
+    /// It exists but does not verify (hash mismatch, unknown format, bad JSON).
+    Invalid(String),
+}
+
+/// Where imports come from: the registry, or anything else that holds artifacts.
+pub trait PackSource {
+    fn load(&self, name: &str, version: &str) -> Result<Artifact, LoadError>;
+}
+
+/// A source with nothing in it, for checking a pack without a registry.
+pub struct NoSource;
+
+impl PackSource for NoSource {
+    fn load(&self, _name: &str, _version: &str) -> Result<Artifact, LoadError> {
+        Err(LoadError::NotFound {
+            available: Vec::new(),
+        })
+    }
+}
+
+/// An import that resolved: the verified artifact and the span of the import's name,
+/// where its items are said to be defined.
+#[derive(Debug, Clone)]
+pub struct ImportedPack {
+    pub span: Span,
+    pub artifact: Artifact,
+}
+
+/// `ctxpack.lock`: the hash of every resolved import, by `name@version`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lockfile {
+    pub lockfile: u32,
+    pub packages: Vec<Dependency>,
+}
+
+pub const LOCKFILE_NAME: &str = "ctxpack.lock";
+
+impl Lockfile {
+    /// The lockfile beside `pack`.
+    pub fn path_for(pack: &Path) -> PathBuf {
+        pack.parent().unwrap_or(Path::new(".")).join(LOCKFILE_NAME)
+    }
+
+    /// Reads a lockfile; a missing file is `Ok(None)`.
+    pub fn read(path: &Path) -> Result<Option<Lockfile>, String> {
+        match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| format!("`{}` is not a valid lockfile: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("cannot read `{}`: {e}", path.display())),
+        }
+    }
+
+    pub fn hash_of(&self, name: &str, version: &str) -> Option<&str> {
+        self.packages
+            .iter()
+            .find(|p| p.name == name && p.version == version)
+            .map(|p| p.hash.as_str())
+    }
+
+    /// This lockfile with `deps` recorded (entries of other packs are kept).
+    pub fn with(&self, deps: &[Dependency]) -> Lockfile {
+        let mut by_key: BTreeMap<(String, String), Dependency> = self
+            .packages
+            .iter()
+            .map(|d| ((d.name.clone(), d.version.clone()), d.clone()))
+            .collect();
+        for d in deps {
+            by_key.insert((d.name.clone(), d.version.clone()), d.clone());
+        }
+        Lockfile {
+            lockfile: 1,
+            packages: by_key.into_values().collect(),
+        }
+    }
+
+    /// Canonical bytes, so the lockfile diffs cleanly and reproducibly.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        canonical_bytes(&serde_json::to_value(self).unwrap_or_default())
+    }
+}
+
+/// The outcome of resolving a pack's imports.
+#[derive(Debug, Default)]
+pub struct Resolution {
+    pub imported: Vec<ImportedPack>,
+    /// Every dependency, transitively, sorted.
+    pub dependencies: Vec<Dependency>,
+    pub diagnostics: Vec<Diagnostic>,
+    /// Some import did not resolve: names it might have brought in are unknown, so
+    /// unknown-name errors would be noise.
+    pub unresolved: bool,
+}
+
+/// Resolves `imports` of pack `own_name` from `source`, checking hashes against
+/// `lock` when there is one.
+pub fn resolve(
+    own_name: &str,
+    imports: &[ImportDecl],
+    source: &dyn PackSource,
+    lock: Option<&Lockfile>,
+) -> Resolution {
+    let mut out = Resolution::default();
+    let mut deps: BTreeMap<(String, String), Dependency> = BTreeMap::new();
+    for decl in imports {
+        // E0701 and E0104 were reported by the IR; nothing to resolve.
+        let Some(version) = &decl.version else {
+            out.unresolved = true;
+            continue;
+        };
+        if semver::Version::parse(version).is_err() || !crate::ir::valid_pack_name(&decl.name) {
+            out.unresolved = true;
+            continue;
+        }
+        let artifact = match source.load(&decl.name, version) {
+            Ok(a) => a,
+            Err(LoadError::NotFound { available }) => {
+                let help = if available.is_empty() {
+                    format!("no version of `{}` is published; publish it with `ctxpack publish`, or check `--registry`", decl.name)
+                } else {
+                    format!("available versions: {}", available.join(", "))
+                };
+                out.diagnostics.push(
+                    Diagnostic::new(
+                        "E0702",
+                        decl.name_span,
+                        format!("import `{}@{version}` not found in the registry", decl.name),
+                    )
+                    .with_label("not found")
+                    .with_help(help),
+                );
+                out.unresolved = true;
+                continue;
+            }
+            Err(LoadError::Invalid(message)) => {
+                out.diagnostics.push(
+                    Diagnostic::new("E0702", decl.name_span, format!("import `{}@{version}` cannot be loaded: {message}", decl.name))
+                        .with_label("invalid artifact in the registry")
+                        .with_help("republishing cannot fix a version in place; publish a new version or restore the registry copy"),
+                );
+                out.unresolved = true;
+                continue;
+            }
+        };
+        let hash = artifact.hash.clone().unwrap_or_default();
+        if let Some(locked) = lock.and_then(|l| l.hash_of(&decl.name, version)) {
+            if locked != hash {
+                out.diagnostics.push(
+                    Diagnostic::new(
+                        "E0703",
+                        decl.name_span,
+                        format!("`{}@{version}` in the registry does not match `ctxpack.lock`", decl.name),
+                    )
+                    .with_label("hash differs from the lockfile")
+                    .with_help(format!(
+                        "the lock records `{locked}`, the registry holds `{hash}`; a published version must never change — investigate before updating the lock"
+                    )),
+                );
+            }
+        }
+        let chain_hit =
+            artifact.name == own_name || artifact.dependencies.iter().any(|d| d.name == own_name);
+        if chain_hit {
+            let via: Vec<String> = artifact
+                .dependencies
+                .iter()
+                .filter(|d| d.name == own_name)
+                .map(|d| format!("{}@{}", d.name, d.version))
+                .collect();
+            let chain = if artifact.name == own_name {
+                format!("{own_name} → {}@{version}", decl.name)
+            } else {
+                format!("{own_name} → {}@{version} → {}", decl.name, via.join(", "))
+            };
+            out.diagnostics.push(
+                Diagnostic::new("E0705", decl.keyword, format!("import cycle: {chain}"))
+                    .with_label("this import leads back to the pack itself")
+                    .with_help(
+                        "move the shared definitions into a `library` pack that both import",
+                    ),
+            );
+            out.unresolved = true;
+            continue;
+        }
+        for d in &artifact.dependencies {
+            deps.insert((d.name.clone(), d.version.clone()), d.clone());
+        }
+        deps.insert(
+            (artifact.name.clone(), artifact.version.clone()),
+            Dependency {
+                name: artifact.name.clone(),
+                version: artifact.version.clone(),
+                hash,
+            },
+        );
+        out.imported.push(ImportedPack {
+            span: decl.name_span,
+            artifact,
+        });
+    }
+    out.dependencies = deps.into_values().collect();
+    out
+}
+
+/// A registry directory read directly: `<dir>/<scope>/<name>/<version>.json`, every
+/// artifact verified on load.
+pub struct RegistryDir {
+    pub root: PathBuf,
+}
+
+impl RegistryDir {
+    /// `--registry DIR`, else `CTXPACK_REGISTRY`, else `.ctxpack/registry`.
+    pub fn locate(flag: Option<&Path>) -> RegistryDir {
+        let root = match flag {
+            Some(p) => p.to_path_buf(),
+            None => std::env::var_os("CTXPACK_REGISTRY")
+                .filter(|v| !v.is_empty())
+                .map_or_else(|| PathBuf::from(".ctxpack/registry"), PathBuf::from),
+        };
+        RegistryDir { root }
+    }
+}
+
+impl PackSource for RegistryDir {
+    fn load(&self, name: &str, version: &str) -> Result<Artifact, LoadError> {
+        let dir = name
+            .split('/')
+            .fold(self.root.clone(), |p, part| p.join(part));
+        let path = dir.join(format!("{version}.json"));
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let artifact = crate::artifact::verify_bytes(&bytes)
+                    .map_err(|e| LoadError::Invalid(e.to_string()))?;
+                if artifact.name != name || artifact.version != version {
+                    return Err(LoadError::Invalid(format!(
+                        "`{}` holds `{}@{}`",
+                        path.display(),
+                        artifact.name,
+                        artifact.version
+                    )));
+                }
+                Ok(artifact)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let mut available: Vec<semver::Version> = std::fs::read_dir(&dir)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Result::ok)
+                    .filter_map(|e| {
+                        let file = e.file_name().to_string_lossy().to_string();
+                        file.strip_suffix(".json")
+                            .and_then(|v| semver::Version::parse(v).ok())
+                    })
+                    .collect();
+                available.sort();
+                Err(LoadError::NotFound {
+                    available: available.iter().map(ToString::to_string).collect(),
+                })
+            }
+            Err(e) => Err(LoadError::Invalid(format!(
+                "cannot read `{}`: {e}",
+                path.display()
+            ))),
+        }
+    }
+}

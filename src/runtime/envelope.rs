@@ -1,0 +1,315 @@
+//! Stage 8: the `ctxpack.compiled/v1` envelope and its context ledger.
+//!
+//! Field names are the runtime spec's, verbatim. Every collection is a `Vec` in a
+//! documented order or a `BTreeMap`, and the envelope's bytes are canonical JSON (sorted
+//! keys, no whitespace, final newline) as in `artifact::canonical`, so two compiles of
+//! the same inputs give the same bytes. `context_ledger.hash` is the BLAKE3 of the
+//! canonical bytes of the whole envelope with that one member removed.
+//!
+//! Going through `serde_json::Value` to canonicalize costs an allocation per key and
+//! string, which was a third of a warm compile. So the envelope serializes canonically
+//! *directly*: every struct declares its fields in sorted order, maps are `BTreeMap`s,
+//! and free JSON (`json_schema`, `effects`) is written through [`SortedValue`], which
+//! sorts object keys itself (never relying on serde_json's `preserve_order` being off).
+//! A test checks that
+//! the direct bytes equal `canonical_bytes(to_value())`, so a field added out of order
+//! cannot go unnoticed.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use serde::ser::{SerializeMap, SerializeSeq};
+
+use super::inputs::Role;
+use super::tools::ToolManifestEntry;
+
+/// The format tag of a compiled envelope.
+pub const COMPILED_FORMAT: &str = "ctxpack.compiled/v1";
+
+/// The result of one compile.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompiledContext {
+    pub budget_report: BudgetReport,
+    pub compiled_prompt: CompiledPrompt,
+    pub context_ledger: ContextLedger,
+    pub diagnostics: Vec<Diagnostic>,
+    pub format: String,
+    pub intent: IntentRef,
+    pub manifests: Manifests,
+    pub pack: PackRef,
+    pub runtime_controls: RuntimeControls,
+    /// The request's message, kept for the provider renders; not part of the envelope
+    /// (the ledger records the request by id).
+    #[serde(skip)]
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PackRef {
+    pub hash: String,
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IntentRef {
+    pub fallback_used: bool,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompiledPrompt {
+    /// Kept blocks in prompt order: buckets by priority (descending) then name; within
+    /// a bucket in fill order, except `session`, which is chronological.
+    pub context_blocks: Vec<ContextBlock>,
+    /// `null` when the pack has no developer prompt.
+    pub developer: Option<String>,
+    pub system: String,
+    pub task: String,
+}
+
+/// What kind of block this is (`source` in the envelope).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockSource {
+    Block,
+    Policy,
+    Tool,
+    Evidence,
+    Memory,
+    Session,
+}
+
+/// `trusted` text comes from the pack; `untrusted` text (evidence, memory and history
+/// turns) comes from the caller and never renders into the system or developer text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trust {
+    Trusted,
+    Untrusted,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ContextBlock {
+    pub bucket: String,
+    pub id: String,
+    pub origin: String,
+    pub priority: i64,
+    pub source: BlockSource,
+    pub text: String,
+    pub tokens: u64,
+    pub truncated: bool,
+    pub trust: Trust,
+    /// For a history turn: its role and content (redacted, possibly truncated), for the
+    /// provider renders, which send turns without the `ROLE: ` prefix.
+    #[serde(skip)]
+    pub turn: Option<(Role, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Manifests {
+    pub evidence_manifest: Vec<EvidenceManifestEntry>,
+    pub policy_manifest: Vec<PolicyManifestEntry>,
+    pub tool_manifest: Vec<ToolManifestEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PolicyManifestEntry {
+    pub bundle: String,
+    #[serde(serialize_with = "sorted_values")]
+    pub effects: Vec<Value>,
+    pub enforcing: bool,
+    pub error: Option<String>,
+    pub fired: bool,
+    pub policy: String,
+    pub priority: i64,
+}
+
+/// One evidence item, in the order the `evidence` bucket tried them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EvidenceManifestEntry {
+    pub hops: u32,
+    pub id: String,
+    pub included: bool,
+    pub score: f64,
+    pub source: String,
+    pub truncated: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuntimeControls {
+    pub approval_gates_active: Vec<String>,
+    pub escalation_target: Option<String>,
+    pub must_escalate: bool,
+    pub must_refuse: bool,
+    pub redaction_rules_active: Vec<RedactionRule>,
+    pub refusal_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RedactionRule {
+    pub name: String,
+    pub pattern: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BudgetReport {
+    pub allocations: BTreeMap<String, u64>,
+    pub available: u64,
+    pub bucket_truncations: BTreeMap<String, bool>,
+    /// Dropped block ids per bucket in the order tried. Blocks routed to a bucket the
+    /// budget does not declare are listed under that bucket's name.
+    pub dropped_block_ids: BTreeMap<String, Vec<String>>,
+    pub fixed: u64,
+    pub tokenizer: String,
+    pub total: u64,
+    /// Tokens used by the kept blocks of each bucket.
+    pub used_at_compile: BTreeMap<String, u64>,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Diagnostic {
+    pub code: String,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ContextLedger {
+    pub budget: LedgerBudget,
+    /// Every supplied evidence item (sorted by id) with the BLAKE3 of its content as
+    /// supplied, before redaction.
+    pub evidence: Vec<LedgerItem>,
+    /// Empty, and then left out, while the hash itself is computed.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub hash: String,
+    pub memory: Vec<LedgerItem>,
+    /// `name@version`.
+    pub pack: String,
+    pub policy: LedgerPolicy,
+    /// The request id.
+    pub request: String,
+    /// Surfaced tool names, sorted.
+    pub tool: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LedgerPolicy {
+    /// The bundles of all the pack's policies, sorted and unique.
+    pub bundles: Vec<String>,
+    /// Fired policies in evaluation order.
+    pub fired: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LedgerItem {
+    pub blake3: String,
+    pub id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LedgerBudget {
+    pub available: u64,
+    pub fixed: u64,
+    pub total: u64,
+    /// `fixed` plus the tokens of every kept block.
+    pub used: u64,
+}
+
+/// Serializes a JSON value with object keys sorted by their UTF-8 bytes.
+pub(crate) struct SortedValue<'a>(pub &'a Value);
+
+impl Serialize for SortedValue<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Object(map) => {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+                let mut m = serializer.serialize_map(Some(entries.len()))?;
+                for (k, v) in entries {
+                    m.serialize_entry(k, &SortedValue(v))?;
+                }
+                m.end()
+            }
+            Value::Array(items) => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&SortedValue(item))?;
+                }
+                seq.end()
+            }
+            scalar => scalar.serialize(serializer),
+        }
+    }
+}
+
+pub(crate) fn sorted_value<S: serde::Serializer>(v: &Value, s: S) -> Result<S::Ok, S::Error> {
+    SortedValue(v).serialize(s)
+}
+
+fn sorted_values<S: serde::Serializer>(v: &[Value], s: S) -> Result<S::Ok, S::Error> {
+    let mut seq = s.serialize_seq(Some(v.len()))?;
+    for item in v {
+        seq.serialize_element(&SortedValue(item))?;
+    }
+    seq.end()
+}
+
+impl CompiledContext {
+    /// The envelope as a JSON value.
+    pub fn to_value(&self) -> Value {
+        // Plain data with string keys: serialization cannot fail.
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// The canonical bytes of the envelope (final newline included): what
+    /// `ctxpack compile --target raw` prints.
+    pub fn canonical_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64 * 1024);
+        // Writing plain data into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut out, self);
+        out.push(b'\n');
+        out
+    }
+
+    /// The hash the ledger records: BLAKE3 of the canonical bytes without
+    /// `context_ledger.hash`.
+    fn ledger_hash(&self) -> String {
+        let mut unsealed = std::borrow::Cow::Borrowed(self);
+        if !self.context_ledger.hash.is_empty() {
+            unsealed.to_mut().context_ledger.hash.clear();
+        }
+        // Buffer, then hash once: serde_json writes many tiny pieces, and feeding them
+        // to BLAKE3 one by one costs more than the copy (and loses its SIMD lanes).
+        let bytes = unsealed.canonical_bytes();
+        format!("blake3:{}", blake3::hash(&bytes).to_hex())
+    }
+
+    /// Computes and stores `context_ledger.hash`.
+    pub(crate) fn seal(&mut self) {
+        self.context_ledger.hash.clear();
+        self.context_ledger.hash = self.ledger_hash();
+    }
+
+    /// Recomputes the ledger hash and compares it with the recorded one.
+    pub fn verify_ledger(&self) -> bool {
+        self.ledger_hash() == self.context_ledger.hash
+    }
+
+    /// The prompt as text, for `contains` expectations in pack tests: system, developer,
+    /// task and every block's text, separated by newlines.
+    pub fn prompt_text(&self) -> String {
+        let p = &self.compiled_prompt;
+        let mut parts: Vec<&str> = vec![&p.system];
+        if let Some(d) = &p.developer {
+            parts.push(d);
+        }
+        parts.push(&p.task);
+        parts.extend(p.context_blocks.iter().map(|b| b.text.as_str()));
+        parts.join("\n")
+    }
+}

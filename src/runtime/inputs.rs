@@ -1,0 +1,253 @@
+//! The runtime's inputs: [`RunContext`], [`InvokeRequest`], [`Evidence`] and
+//! [`MemoryItem`], typed with serde.
+//!
+//! Shapes are closed (`deny_unknown_fields`) except `request.context`, which is free
+//! JSON checked against the pack's context schema by `validate`. Optional members may
+//! be absent or `null`. [`decode_inputs`] turns parsed JSON/YAML documents into
+//! [`CompileInputs`], naming the document (and the list index) in every shape error, so
+//! that a well-formed file of the wrong shape is exit 4, never exit 3.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::artifact::{SafetyMode, Tokenizer};
+
+use super::error::CompileError;
+
+/// Everything one compile consumes besides the pack.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompileInputs {
+    pub run: RunContext,
+    pub request: InvokeRequest,
+    #[serde(default)]
+    pub evidence: Vec<Evidence>,
+    #[serde(default)]
+    pub memory: Vec<MemoryItem>,
+}
+
+/// Who is running, in which safety mode, with which permissions and budget.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunContext {
+    pub run_id: String,
+    #[serde(default)]
+    pub tenant: Option<String>,
+    pub safety_mode: SafetyMode,
+    /// Absent means an anonymous user with no roles.
+    #[serde(default)]
+    pub user: RunUser,
+    /// If present, surfaced tools are intersected with it.
+    #[serde(default)]
+    pub permissions: Option<Vec<String>>,
+    #[serde(default)]
+    pub prohibitions: Option<Vec<String>>,
+    #[serde(default)]
+    pub budget: Option<RunBudget>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunUser {
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub roles: Vec<String>,
+}
+
+/// Per-run overrides of the pack's budget.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunBudget {
+    #[serde(default)]
+    pub total_tokens: Option<u64>,
+    #[serde(default)]
+    pub bucket_tokens: Option<BTreeMap<String, u64>>,
+    #[serde(default)]
+    pub tokenizer: Option<Tokenizer>,
+}
+
+/// One invocation of the agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InvokeRequest {
+    pub request_id: String,
+    /// Missing or unknown means the fallback intent.
+    #[serde(default)]
+    pub intent: Option<String>,
+    pub message: String,
+    pub channel: String,
+    pub locale: String,
+    /// Free JSON, validated against the pack's context schema. Absent means `{}`.
+    #[serde(default)]
+    pub context: Value,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub history: Vec<Turn>,
+}
+
+/// One earlier turn of the conversation. Only `user` and `assistant` turns are
+/// accepted: a caller-supplied `system` turn would let history speak with the pack's
+/// authority.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Turn {
+    pub role: Role,
+    pub content: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+/// One piece of retrieved evidence, untrusted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Evidence {
+    pub id: String,
+    pub source: String,
+    pub content: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub score: f64,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub hops: u32,
+}
+
+/// One item of promoted memory, untrusted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryItem {
+    pub id: String,
+    pub content: String,
+    /// Must be `true`: raw (unpromoted) memory is refused.
+    #[serde(default)]
+    pub promoted: Option<bool>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub score: f64,
+}
+
+fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// Decodes parsed documents into typed inputs. `evidence` and `memory` are JSON arrays
+/// (or `null`/absent for none). Shape errors name the document: `run: missing field
+/// `safety_mode``, `evidence[3]: unknown field `scroe``.
+pub fn decode_inputs(
+    run: Value,
+    request: Value,
+    evidence: Option<Value>,
+    memory: Option<Value>,
+) -> Result<CompileInputs, CompileError> {
+    let run: RunContext = decode("run", run)?;
+    let request: InvokeRequest = decode("request", request)?;
+    let evidence = decode_list("evidence", evidence)?;
+    let memory = decode_list("memory", memory)?;
+    Ok(CompileInputs {
+        run,
+        request,
+        evidence,
+        memory,
+    })
+}
+
+fn decode<T: for<'de> Deserialize<'de>>(path: &str, value: Value) -> Result<T, CompileError> {
+    serde_json::from_value(value).map_err(|e| CompileError::input(path, e.to_string()))
+}
+
+fn decode_list<T: for<'de> Deserialize<'de>>(
+    path: &str,
+    value: Option<Value>,
+) -> Result<Vec<T>, CompileError> {
+    match value {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .into_iter()
+            .enumerate()
+            .map(|(i, item)| decode(&format!("{path}[{i}]"), item))
+            .collect(),
+        Some(other) => Err(CompileError::input(
+            path,
+            format!(
+                "expected a list, found {}",
+                super::validate::json_kind(&other)
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn run() -> Value {
+        json!({"run_id": "r", "safety_mode": "supervised"})
+    }
+    fn request() -> Value {
+        json!({"request_id": "q", "message": "m", "channel": "web", "locale": "en"})
+    }
+
+    #[test]
+    fn minimal_inputs_decode_with_defaults() {
+        let i = decode_inputs(run(), request(), None, None).unwrap();
+        assert_eq!(i.run.user.roles, Vec::<String>::new());
+        assert_eq!(i.request.context, Value::Null);
+        assert!(i.evidence.is_empty());
+    }
+
+    #[test]
+    fn shape_errors_name_the_document() {
+        let e = decode_inputs(json!({"run_id": "r"}), request(), None, None).unwrap_err();
+        assert_eq!(e.exit_code(), 4);
+        assert!(
+            e.to_string()
+                .starts_with("run: missing field `safety_mode`"),
+            "{e}"
+        );
+        let e = decode_inputs(
+            run(),
+            request(),
+            Some(json!([{"id": "a", "source": "s", "content": "c", "scroe": 1}])),
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("evidence[0]: unknown field `scroe`"),
+            "{e}"
+        );
+        let e = decode_inputs(
+            json!({"run_id": "r", "safety_mode": "yolo"}),
+            request(),
+            None,
+            None,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("unknown variant `yolo`"), "{e}");
+    }
+
+    #[test]
+    fn nulls_mean_absent() {
+        let ev = json!([{"id": "a", "source": "s", "content": "c", "score": null, "hops": null}]);
+        let i = decode_inputs(run(), request(), Some(ev), Some(Value::Null)).unwrap();
+        assert_eq!((i.evidence[0].score, i.evidence[0].hops), (0.0, 0));
+    }
+}

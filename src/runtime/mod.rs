@@ -1,0 +1,797 @@
+//! The runtime compiler: a verified [`Artifact`] plus one run's inputs in, one
+//! [`CompiledContext`] out.
+//!
+//! [`PreparedPack::new`] does everything that depends on the pack alone, once: it
+//! refuses library packs, compiles every policy condition (datalogic-rs) and redactor
+//! (regex), builds the context schema tree, and pre-counts the texts that never change
+//! (tool descriptions, static blocks and instructs without interpolation).
+//! [`PreparedPack::compile`] then runs the eight stages of `runtime.md`. It is pure and
+//! deterministic: no I/O, no clock, no randomness; the same inputs give the same bytes.
+//!
+//! # Token cache
+//!
+//! The prepared pack owns a [`TokenCache`] behind a `Mutex`, keyed by the BLAKE3 of each
+//! block's text, so evidence repeated across compiles is not re-tokenized. A cache hit
+//! returns exactly what counting would, so the cache changes speed, never output. The
+//! lock is taken per lookup, never across tokenization, so concurrent compiles of one
+//! prepared pack (it is `Send + Sync`) only contend for hash-map operations. The only
+//! process-wide state is the lazily built BPE encoders in [`crate::tokens`].
+//!
+//! # Decisions beyond the spec
+//!
+//! See `docs/runtime.md`, which this module implements: the JsonLogic data shape,
+//! template rendering, `min`/`bucket_tokens` allocation, block ids and texts, tool
+//! withholding reasons, redaction and the render targets.
+
+pub mod assemble;
+pub mod budget;
+pub mod envelope;
+pub mod error;
+pub mod inputs;
+pub mod intent;
+pub mod policy;
+pub mod render;
+pub mod template;
+pub mod tools;
+pub mod validate;
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Mutex, PoisonError};
+
+use datalogic_rs::Engine;
+use regex::Regex;
+use serde_json::{json, Value};
+
+use crate::artifact::{Artifact, Budget, Effect, Prompts, PPM};
+use crate::tokens::{self, TokenCache, Tokenizer};
+
+use assemble::{escape_attr, BucketPlan, Candidate, Lane};
+use budget::BucketSpec;
+pub use envelope::*;
+pub use error::CompileError;
+pub use inputs::{
+    decode_inputs, CompileInputs, Evidence, InvokeRequest, MemoryItem, Role, RunBudget, RunContext,
+    RunUser, Turn,
+};
+pub use tools::{CapabilityMetadata, ToolManifestEntry};
+use validate::SchemaNode;
+
+/// A pack ready to compile many requests.
+pub struct PreparedPack {
+    artifact: Artifact,
+    pack_hash: String,
+    engine: Engine,
+    conditions: Vec<policy::Condition>,
+    redactors: BTreeMap<String, (String, Regex)>,
+    schema: SchemaNode,
+    bucket_names: Vec<String>,
+    /// `NAME: DESCRIPTION` of every tool, by tool index.
+    tool_texts: Vec<String>,
+    /// Counts of texts that never change, for the pack's tokenizer, by BLAKE3.
+    static_counts: HashMap<[u8; 32], usize>,
+    cache: Mutex<TokenCache>,
+}
+
+impl std::fmt::Debug for PreparedPack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedPack")
+            .field(
+                "pack",
+                &format!("{}@{}", self.artifact.name, self.artifact.version),
+            )
+            .field("hash", &self.pack_hash)
+            .finish_non_exhaustive()
+    }
+}
+
+fn prompts_and_budget(artifact: &Artifact) -> Result<(&Prompts, &Budget), CompileError> {
+    match (&artifact.prompts, &artifact.budget) {
+        (Some(p), Some(b)) => Ok((p, b)),
+        _ => Err(CompileError::artifact(
+            "an application pack needs its prompts and budget",
+        )),
+    }
+}
+
+impl PreparedPack {
+    /// Prepares `artifact` (already verified, e.g. by [`crate::artifact::verify_bytes`]).
+    pub fn new(artifact: Artifact) -> Result<PreparedPack, CompileError> {
+        if artifact.library {
+            return Err(CompileError::LibraryPack {
+                name: artifact.name.clone(),
+            });
+        }
+        let (_, budget) = prompts_and_budget(&artifact)?;
+        if artifact.intents.is_empty() {
+            return Err(CompileError::artifact("the pack declares no intent"));
+        }
+        let bucket_names: Vec<String> = budget.buckets.iter().map(|b| b.name.clone()).collect();
+        check_shares(&artifact, &bucket_names)?;
+        let schema = SchemaNode::build(&artifact.context)?;
+        let engine = Engine::new();
+        let conditions = policy::compile_conditions(&engine, &artifact.policies)?;
+        let mut redactors = BTreeMap::new();
+        for r in &artifact.redactors {
+            let re = Regex::new(&r.pattern).map_err(|e| {
+                CompileError::artifact(format!("redactor `{}` is not a valid regex: {e}", r.name))
+            })?;
+            redactors.insert(r.name.clone(), (r.pattern.clone(), re));
+        }
+        let tool_texts: Vec<String> = artifact
+            .tools
+            .iter()
+            .map(|t| {
+                if t.description.is_empty() {
+                    t.name.clone()
+                } else {
+                    format!("{}: {}", t.name, t.description)
+                }
+            })
+            .collect();
+        let kind = budget.tokenizer;
+        let mut static_counts = HashMap::new();
+        let mut precount = |text: &str| {
+            static_counts.insert(TokenCache::key(text), tokens::count(kind, text));
+        };
+        tool_texts.iter().for_each(|t| precount(t));
+        for b in &artifact.blocks {
+            if template::is_static(&b.text) {
+                precount(&render_static(&b.text));
+            }
+        }
+        for p in &artifact.policies {
+            for e in &p.effects {
+                if let Effect::Instruct(t) = e {
+                    if template::is_static(t) {
+                        precount(&render_static(t));
+                    }
+                }
+            }
+        }
+        let pack_hash = match &artifact.hash {
+            Some(h) => h.clone(),
+            None => artifact.seal().1,
+        };
+        Ok(PreparedPack {
+            artifact,
+            pack_hash,
+            engine,
+            conditions,
+            redactors,
+            schema,
+            bucket_names,
+            tool_texts,
+            static_counts,
+            cache: Mutex::new(TokenCache::default()),
+        })
+    }
+
+    /// The artifact this pack was prepared from.
+    pub fn artifact(&self) -> &Artifact {
+        &self.artifact
+    }
+
+    /// Forgets every cached token count (the pre-counted static texts stay).
+    pub fn clear_token_cache(&self) {
+        self.cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
+    /// `(hits, misses)` of the token cache since the pack was prepared.
+    pub fn token_cache_stats(&self) -> (u64, u64) {
+        self.cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .stats()
+    }
+
+    fn cached(&self, kind: Tokenizer, key: &[u8; 32]) -> Option<usize> {
+        if kind == self.pack_tokenizer() {
+            if let Some(&n) = self.static_counts.get(key) {
+                return Some(n);
+            }
+        }
+        // A poisoned lock only means another compile panicked mid-insert; the map is
+        // still a valid cache of pure values.
+        self.cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(kind, key)
+    }
+
+    fn store(&self, kind: Tokenizer, key: [u8; 32], tokens: usize) {
+        self.cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .put(kind, key, tokens);
+    }
+
+    fn count(&self, kind: Tokenizer, text: &str) -> usize {
+        let key = TokenCache::key(text);
+        if let Some(n) = self.cached(kind, &key) {
+            return n;
+        }
+        let n = tokens::count(kind, text);
+        self.store(kind, key, n);
+        n
+    }
+
+    fn pack_tokenizer(&self) -> Tokenizer {
+        self.artifact
+            .budget
+            .as_ref()
+            .map_or(Tokenizer::O200k, |b| b.tokenizer)
+    }
+
+    /// Compiles one request. Pure and deterministic; see the module docs.
+    pub fn compile(&self, inputs: &CompileInputs) -> Result<CompiledContext, CompileError> {
+        let artifact = &self.artifact;
+        let (prompts, budget) = prompts_and_budget(artifact)?;
+        validate::validate_inputs(&self.schema, &self.bucket_names, inputs)?;
+        let run = &inputs.run;
+        let request = &inputs.request;
+
+        // Stage 1: intent.
+        let (intent, fallback_used) =
+            intent::resolve(&artifact.intents, request.intent.as_deref())?;
+
+        // The data every condition and template sees.
+        let ctx = match &request.context {
+            Value::Null => json!({}),
+            other => other.clone(),
+        };
+        let data = json!({
+            "ctx": ctx,
+            "request": {
+                "intent": intent.name,
+                "message": request.message,
+                "channel": request.channel,
+                "locale": request.locale,
+            },
+            "run": {
+                "id": run.run_id,
+                "tenant": run.tenant,
+                "user": { "id": run.user.id, "roles": run.user.roles },
+                "safety_mode": run.safety_mode.as_str(),
+            },
+        });
+
+        // Stage 2: policies.
+        let mut diagnostics = Vec::new();
+        let results = policy::evaluate(
+            &self.engine,
+            &artifact.policies,
+            &self.conditions,
+            &data,
+            &mut diagnostics,
+        )?;
+        let fired: Vec<&crate::artifact::Policy> = artifact
+            .policies
+            .iter()
+            .zip(&results)
+            .filter(|(_, r)| r.fired)
+            .map(|(p, _)| p)
+            .collect();
+        let mut refusal = None;
+        let mut escalation = None;
+        let mut redact: BTreeSet<&str> = BTreeSet::new();
+        for p in &fired {
+            for e in &p.effects {
+                match e {
+                    Effect::Refuse(reason) if refusal.is_none() => refusal = Some(reason.clone()),
+                    Effect::Escalate(target) if escalation.is_none() => {
+                        escalation = Some(target.clone())
+                    }
+                    Effect::Redact(names) => redact.extend(names.iter().map(String::as_str)),
+                    _ => {}
+                }
+            }
+        }
+        let active: Vec<(&str, &(String, Regex))> = redact
+            .iter()
+            .filter_map(|n| {
+                self.redactors
+                    .get_key_value(*n)
+                    .map(|(k, v)| (k.as_str(), v))
+            })
+            .collect();
+        // What the active redactors are, as part of every lane block's cache key: the
+        // same content renders differently when a different set is active.
+        let mut redaction_key = Vec::new();
+        for (name, _) in &active {
+            redaction_key.extend_from_slice(name.as_bytes());
+            redaction_key.push(0);
+        }
+
+        // Stage 3: tools.
+        let (tool_manifest, gates) = tools::surface(artifact, intent, run, &results);
+
+        // Stage 6: budget.
+        let kind = run
+            .budget
+            .as_ref()
+            .and_then(|b| b.tokenizer)
+            .unwrap_or(budget.tokenizer);
+        let total = run
+            .budget
+            .as_ref()
+            .and_then(|b| b.total_tokens)
+            .unwrap_or(budget.total);
+        let system = template::render(
+            &prompts.system,
+            &data,
+            "the system prompt",
+            &mut diagnostics,
+        );
+        let developer = prompts
+            .developer
+            .as_ref()
+            .map(|t| template::render(t, &data, "the developer prompt", &mut diagnostics));
+        let task = template::render(
+            &intent.task,
+            &data,
+            &format!("the task of intent `{}`", intent.name),
+            &mut diagnostics,
+        );
+        let fixed = [
+            system.as_str(),
+            developer.as_deref().unwrap_or(""),
+            task.as_str(),
+        ]
+        .iter()
+        .map(|t| self.count(kind, t) as u64)
+        .sum::<u64>();
+        if fixed > total {
+            return Err(CompileError::BudgetExhausted {
+                message: format!(
+                    "the system, developer and task text take {fixed} tokens, over the total of {total}"
+                ),
+            });
+        }
+        let available = total - fixed;
+        let specs: Vec<BucketSpec> = budget
+            .buckets
+            .iter()
+            .map(|b| BucketSpec {
+                name: b.name.clone(),
+                share_ppm: intent.budget.get(&b.name).copied().unwrap_or(b.share_ppm),
+                priority: b.priority,
+                min: b.min,
+            })
+            .collect();
+        let allocations = budget::allocate(
+            &specs,
+            available,
+            run.budget.as_ref().and_then(|b| b.bucket_tokens.as_ref()),
+        )?;
+
+        // Stage 7: candidates from every source, then filling.
+        let mut candidates = Vec::new();
+        for b in &artifact.blocks {
+            // A block whose bucket is not declared is dropped unrendered.
+            let content = if self.bucket_names.contains(&b.bucket) {
+                template::render(
+                    &b.text,
+                    &data,
+                    &format!("block `{}`", b.name),
+                    &mut diagnostics,
+                )
+            } else {
+                String::new()
+            };
+            candidates.push(trusted(
+                &b.name,
+                &b.bucket,
+                BlockSource::Block,
+                &b.name,
+                b.priority,
+                content,
+            ));
+        }
+        for p in &fired {
+            let mut n = 0;
+            for e in &p.effects {
+                if let Effect::Instruct(t) = e {
+                    n += 1;
+                    let id = if n == 1 {
+                        p.name.clone()
+                    } else {
+                        format!("{}#{n}", p.name)
+                    };
+                    let text = template::render(
+                        t,
+                        &data,
+                        &format!("the instruct of policy `{}`", p.name),
+                        &mut diagnostics,
+                    );
+                    candidates.push(trusted(
+                        &id,
+                        "policy",
+                        BlockSource::Policy,
+                        &p.name,
+                        p.priority,
+                        text,
+                    ));
+                }
+            }
+        }
+        for (entry, text) in tool_manifest.iter().zip(&self.tool_texts) {
+            if entry.surfaced {
+                candidates.push(trusted(
+                    &entry.name,
+                    "tools",
+                    BlockSource::Tool,
+                    &entry.name,
+                    0,
+                    text.clone(),
+                ));
+            }
+        }
+        // The BLAKE3 of every caller content, computed once: the ledger records it and
+        // lane blocks derive their cache keys from it.
+        let evidence_hashes: Vec<blake3::Hash> = inputs
+            .evidence
+            .iter()
+            .map(|e| blake3::hash(e.content.as_bytes()))
+            .collect();
+        let memory_hashes: Vec<blake3::Hash> = inputs
+            .memory
+            .iter()
+            .map(|m| blake3::hash(m.content.as_bytes()))
+            .collect();
+        for (e, hash) in inputs.evidence.iter().zip(&evidence_hashes) {
+            let prefix = format!(
+                "<evidence id=\"{}\" source=\"{}\">",
+                escape_attr(&e.id),
+                escape_attr(&e.source)
+            );
+            candidates.push(Candidate {
+                id: e.id.clone(),
+                bucket: "evidence".into(),
+                source: BlockSource::Evidence,
+                origin: e.source.clone(),
+                trust: Trust::Untrusted,
+                priority: 0,
+                score: e.score,
+                turn: None,
+                key: lane_key(&prefix, hash, "</evidence>", &redaction_key),
+                prefix,
+                raw: Cow::Borrowed(&e.content),
+                lane: Lane::Redacted { escape: true },
+                suffix: "</evidence>",
+            });
+        }
+        for (m, hash) in inputs.memory.iter().zip(&memory_hashes) {
+            let prefix = format!("<memory id=\"{}\">", escape_attr(&m.id));
+            candidates.push(Candidate {
+                id: m.id.clone(),
+                bucket: "memory".into(),
+                source: BlockSource::Memory,
+                origin: m.id.clone(),
+                trust: Trust::Untrusted,
+                priority: 0,
+                score: m.score,
+                turn: None,
+                key: lane_key(&prefix, hash, "</memory>", &redaction_key),
+                prefix,
+                raw: Cow::Borrowed(&m.content),
+                lane: Lane::Redacted { escape: true },
+                suffix: "</memory>",
+            });
+        }
+        // A turn's id is the BLAKE3 of its content as supplied; a repeated content
+        // ("ok", "thanks") gets `#2`, `#3`, ... so that every id names one turn.
+        let mut seen_turns: HashMap<blake3::Hash, usize> = HashMap::new();
+        for (i, t) in request.history.iter().enumerate() {
+            let hash = blake3::hash(t.content.as_bytes());
+            let n = seen_turns.entry(hash).or_insert(0);
+            *n += 1;
+            let id = if *n == 1 {
+                format!("blake3:{}", hash.to_hex())
+            } else {
+                format!("blake3:{}#{n}", hash.to_hex())
+            };
+            let prefix = format!("{}: ", t.role.as_str());
+            candidates.push(Candidate {
+                id,
+                bucket: "session".into(),
+                source: BlockSource::Session,
+                origin: i.to_string(),
+                trust: Trust::Untrusted,
+                priority: 0,
+                score: 0.0,
+                turn: Some((i, t.role)),
+                key: lane_key(&prefix, &hash, "", &redaction_key),
+                prefix,
+                raw: Cow::Borrowed(&t.content),
+                lane: Lane::Redacted { escape: false },
+                suffix: "",
+            });
+        }
+        let plans: Vec<BucketPlan<'_>> = budget
+            .buckets
+            .iter()
+            .map(|b| BucketPlan {
+                name: &b.name,
+                priority: b.priority,
+                overflow: b.overflow,
+                allocation: allocations.get(&b.name).copied().unwrap_or(0),
+            })
+            .collect();
+        let counter = RunCounter {
+            pack: self,
+            kind,
+            active: &active,
+        };
+        let assembly = assemble::assemble(&plans, candidates, &counter)?;
+
+        // Stage 8: manifests, controls and ledger.
+        let policy_manifest = artifact
+            .policies
+            .iter()
+            .zip(&results)
+            .map(|(p, r)| PolicyManifestEntry {
+                policy: p.name.clone(),
+                bundle: p.bundle.clone(),
+                priority: p.priority,
+                enforcing: p.enforcing,
+                fired: r.fired,
+                effects: p.effects.iter().map(policy::effect_json).collect(),
+                error: r.error.clone(),
+            })
+            .collect();
+        let evidence_by_id: HashMap<&str, &Evidence> =
+            inputs.evidence.iter().map(|e| (e.id.as_str(), e)).collect();
+        let evidence_manifest = assembly
+            .evidence
+            .iter()
+            .filter_map(|(id, included, truncated)| {
+                evidence_by_id
+                    .get(id.as_str())
+                    .map(|e| EvidenceManifestEntry {
+                        id: e.id.clone(),
+                        source: e.source.clone(),
+                        score: e.score,
+                        hops: e.hops,
+                        included: *included,
+                        truncated: *truncated,
+                    })
+            })
+            .collect();
+        let used: u64 = fixed + assembly.used.values().sum::<u64>();
+        let mut bundles: Vec<String> = artifact.policies.iter().map(|p| p.bundle.clone()).collect();
+        bundles.sort();
+        bundles.dedup();
+        let ledger_items = |ids: Vec<&str>, hashes: &[blake3::Hash]| {
+            let mut v: Vec<LedgerItem> = ids
+                .into_iter()
+                .zip(hashes)
+                .map(|(id, hash)| LedgerItem {
+                    id: id.to_owned(),
+                    blake3: format!("blake3:{}", hash.to_hex()),
+                })
+                .collect();
+            v.sort_by(|a, b| a.id.cmp(&b.id));
+            v
+        };
+        let surfaced: Vec<String> = tool_manifest
+            .iter()
+            .filter(|t| t.surfaced)
+            .map(|t| t.name.clone())
+            .collect();
+        let mut out = CompiledContext {
+            format: COMPILED_FORMAT.to_owned(),
+            pack: PackRef {
+                name: artifact.name.clone(),
+                version: artifact.version.clone(),
+                hash: self.pack_hash.clone(),
+            },
+            intent: IntentRef {
+                name: intent.name.clone(),
+                fallback_used,
+            },
+            compiled_prompt: CompiledPrompt {
+                system,
+                developer,
+                task,
+                context_blocks: assembly.blocks,
+            },
+            manifests: Manifests {
+                policy_manifest,
+                tool_manifest,
+                evidence_manifest,
+            },
+            runtime_controls: RuntimeControls {
+                must_refuse: refusal.is_some(),
+                refusal_reason: refusal,
+                must_escalate: escalation.is_some(),
+                escalation_target: escalation,
+                approval_gates_active: gates,
+                redaction_rules_active: active
+                    .iter()
+                    .map(|(name, (pattern, _))| RedactionRule {
+                        name: (*name).to_owned(),
+                        pattern: pattern.clone(),
+                    })
+                    .collect(),
+            },
+            budget_report: BudgetReport {
+                total,
+                fixed,
+                available,
+                tokenizer: kind.as_str().to_owned(),
+                allocations,
+                used_at_compile: assembly.used,
+                bucket_truncations: assembly.truncations,
+                dropped_block_ids: assembly.dropped,
+                warnings: assembly.warnings,
+            },
+            diagnostics,
+            context_ledger: ContextLedger {
+                pack: format!("{}@{}", artifact.name, artifact.version),
+                request: request.request_id.clone(),
+                policy: LedgerPolicy {
+                    bundles,
+                    fired: fired.iter().map(|p| p.name.clone()).collect(),
+                },
+                tool: surfaced,
+                evidence: ledger_items(
+                    inputs.evidence.iter().map(|e| e.id.as_str()).collect(),
+                    &evidence_hashes,
+                ),
+                memory: ledger_items(
+                    inputs.memory.iter().map(|m| m.id.as_str()).collect(),
+                    &memory_hashes,
+                ),
+                budget: LedgerBudget {
+                    total,
+                    fixed,
+                    available,
+                    used,
+                },
+                hash: String::new(),
+            },
+            message: request.message.clone(),
+        };
+        out.seal();
+        Ok(out)
+    }
+}
+
+fn trusted(
+    id: &str,
+    bucket: &str,
+    source: BlockSource,
+    origin: &str,
+    priority: i64,
+    text: String,
+) -> Candidate<'static> {
+    Candidate {
+        id: id.to_owned(),
+        bucket: bucket.to_owned(),
+        source,
+        origin: origin.to_owned(),
+        trust: Trust::Trusted,
+        priority,
+        score: 0.0,
+        turn: None,
+        // A plain block's text is its content, so its key is the text's own hash.
+        key: TokenCache::key(&text),
+        prefix: String::new(),
+        raw: Cow::Owned(text),
+        lane: Lane::Plain,
+        suffix: "",
+    }
+}
+
+/// The cache key of a lane block: it determines the text, which is the wrapper around
+/// the content after redaction (by the active set) and escaping.
+fn lane_key(prefix: &str, content: &blake3::Hash, suffix: &str, redaction: &[u8]) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    h.update(b"ctxpack.lane.v1\0");
+    h.update(prefix.as_bytes());
+    h.update(b"\0");
+    h.update(content.as_bytes());
+    h.update(suffix.as_bytes());
+    h.update(b"\0");
+    h.update(redaction);
+    *h.finalize().as_bytes()
+}
+
+/// Token counting for one compile: the pack's caches, the compile's tokenizer and its
+/// active redactors.
+struct RunCounter<'p> {
+    pack: &'p PreparedPack,
+    kind: Tokenizer,
+    active: &'p [(&'p str, &'p (String, Regex))],
+}
+
+impl assemble::Counter for RunCounter<'_> {
+    fn kind(&self) -> Tokenizer {
+        self.kind
+    }
+
+    fn cached(&self, key: &[u8; 32]) -> Option<usize> {
+        self.pack.cached(self.kind, key)
+    }
+
+    fn store(&self, key: [u8; 32], tokens: usize) {
+        self.pack.store(self.kind, key, tokens);
+    }
+
+    fn count(&self, text: &str) -> usize {
+        self.pack.count(self.kind, text)
+    }
+
+    fn redact<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        let mut out = Cow::Borrowed(text);
+        for (name, (_, re)) in self.active {
+            if re.is_match(&out) {
+                let replaced = re
+                    .replace_all(&out, format!("[REDACTED:{name}]").as_str())
+                    .into_owned();
+                out = Cow::Owned(replaced);
+            }
+        }
+        out
+    }
+}
+
+/// Renders a template without interpolations.
+fn render_static(t: &crate::artifact::Template) -> String {
+    template::render(t, &Value::Null, "", &mut Vec::new())
+}
+
+/// Shares (the pack's, and each intent's after its overrides) may not exceed 100%, and
+/// overrides must name declared buckets: otherwise allocations could exceed the budget.
+fn check_shares(artifact: &Artifact, buckets: &[String]) -> Result<(), CompileError> {
+    let Some(budget) = &artifact.budget else {
+        return Ok(());
+    };
+    let pack_sum: u64 = budget
+        .buckets
+        .iter()
+        .map(|b| b.share_ppm)
+        .fold(0, u64::saturating_add);
+    if pack_sum > PPM {
+        return Err(CompileError::artifact(format!(
+            "bucket shares sum to {pack_sum} ppm, over 100%"
+        )));
+    }
+    for intent in &artifact.intents {
+        for name in intent.budget.keys() {
+            if !buckets.contains(name) {
+                return Err(CompileError::artifact(format!(
+                    "intent `{}` overrides the share of unknown bucket `{name}`",
+                    intent.name
+                )));
+            }
+        }
+        let sum: u64 = budget
+            .buckets
+            .iter()
+            .map(|b| intent.budget.get(&b.name).copied().unwrap_or(b.share_ppm))
+            .fold(0, u64::saturating_add);
+        if sum > PPM {
+            return Err(CompileError::artifact(format!(
+                "bucket shares for intent `{}` sum to {sum} ppm, over 100%",
+                intent.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prepared_pack_is_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<PreparedPack>();
+    }
+}

@@ -1,0 +1,208 @@
+//! Stage 2: policy resolution. Every policy's `when` (JsonLogic, compiled once per pack
+//! with datalogic-rs) is evaluated over `{ "ctx", "request", "run" }` in evaluation
+//! order; the effects of those that fire are collected.
+//!
+//! Failure handling:
+//!
+//! - An enforcing policy whose evaluation fails stops the compile closed with
+//!   `policy_eval_error` naming the policy (exit 5).
+//! - An advisory policy that fails is skipped (it does not fire) and reported as an
+//!   `R0201` diagnostic and in its manifest entry's `error`.
+//! - A condition that does not even compile is found when the pack is prepared: for an
+//!   enforcing policy, [`super::PreparedPack::new`] fails with `policy_eval_error` (the
+//!   pack could never compile anything, so refusing it at load is the earliest form of
+//!   failing closed); for an advisory policy, the error is kept and every compile
+//!   skips the policy with `R0201`.
+//!
+//! A condition fires when its result is truthy under JsonLogic's rules, as any other
+//! JsonLogic implementation would decide.
+
+use datalogic_rs::bumpalo::Bump;
+use datalogic_rs::{DataValue, Engine, Logic};
+use serde_json::{json, Value};
+
+use crate::artifact::{Effect, Policy};
+
+use super::envelope::Diagnostic;
+use super::error::CompileError;
+
+/// A policy condition as prepared once per pack.
+pub(crate) enum Condition {
+    Compiled(Logic),
+    /// The rule did not compile (advisory policies only; see the module docs).
+    Broken(String),
+}
+
+pub(crate) fn compile_conditions(
+    engine: &Engine,
+    policies: &[Policy],
+) -> Result<Vec<Condition>, CompileError> {
+    policies
+        .iter()
+        .map(|p| {
+            let rule = p.when.to_string();
+            let checked = match unknown_operator(engine, &p.when) {
+                Some(op) => Err(format!("unknown JsonLogic operator `{op}`")),
+                None => engine.compile(&rule).map_err(|e| e.to_string()),
+            };
+            match checked {
+                Ok(logic) => Ok(Condition::Compiled(logic)),
+                Err(e) if p.enforcing => Err(CompileError::PolicyEvalError {
+                    policy: p.name.clone(),
+                    message: format!("condition does not compile: {e}"),
+                }),
+                Err(e) => Ok(Condition::Broken(format!(
+                    "condition does not compile: {e}"
+                ))),
+            }
+        })
+        .collect()
+}
+
+/// The first operator of `rule` that the engine does not know, if any.
+///
+/// datalogic-rs reports an unknown operator only when evaluation reaches it, so a typo
+/// in a branch that `and`/`or`/`if` rarely reach would stay hidden. We look for them
+/// when the pack is prepared instead. In JsonLogic an object with exactly one key is an
+/// operation named by that key.
+fn unknown_operator(engine: &Engine, rule: &Value) -> Option<String> {
+    match rule {
+        Value::Object(map) if map.len() == 1 => {
+            let (op, args) = map.iter().next()?;
+            if !engine.builtin_operator_names().any(|b| b == op) {
+                return Some(op.clone());
+            }
+            unknown_operator(engine, args)
+        }
+        Value::Object(map) => map.values().find_map(|v| unknown_operator(engine, v)),
+        Value::Array(items) => items.iter().find_map(|v| unknown_operator(engine, v)),
+        _ => None,
+    }
+}
+
+/// What happened to one policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PolicyResult {
+    pub fired: bool,
+    pub error: Option<String>,
+}
+
+/// Evaluates every policy over `data` (the compile's `{ctx, request, run}`).
+pub(crate) fn evaluate(
+    engine: &Engine,
+    policies: &[Policy],
+    conditions: &[Condition],
+    data: &Value,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Vec<PolicyResult>, CompileError> {
+    if policies.is_empty() {
+        return Ok(Vec::new());
+    }
+    // The data is parsed into the arena once and shared by every evaluation.
+    let text = data.to_string();
+    let arena = Bump::new();
+    let parsed = DataValue::from_str(&text, &arena)
+        .map_err(|e| CompileError::artifact(format!("policy data could not be prepared: {e}")))?;
+    let parsed: &DataValue = arena.alloc(parsed);
+    let mut results = Vec::with_capacity(policies.len());
+    for (policy, condition) in policies.iter().zip(conditions) {
+        let outcome = match condition {
+            Condition::Compiled(logic) => engine
+                .evaluate(logic, parsed, &arena)
+                .map(|v| engine.truthy(v))
+                .map_err(|e| e.to_string()),
+            Condition::Broken(message) => Err(message.clone()),
+        };
+        match outcome {
+            Ok(fired) => results.push(PolicyResult { fired, error: None }),
+            Err(message) if policy.enforcing => {
+                return Err(CompileError::PolicyEvalError {
+                    policy: policy.name.clone(),
+                    message,
+                })
+            }
+            Err(message) => {
+                diagnostics.push(Diagnostic {
+                    code: "R0201".into(),
+                    message: format!(
+                        "advisory policy `{}` failed to evaluate and was skipped: {message}",
+                        policy.name
+                    ),
+                    policy: Some(policy.name.clone()),
+                });
+                results.push(PolicyResult {
+                    fired: false,
+                    error: Some(message),
+                });
+            }
+        }
+    }
+    Ok(results)
+}
+
+/// An effect as the policy manifest shows it: `{ "<effect>": argument }`, with an
+/// `instruct` template shown as its source text.
+pub(crate) fn effect_json(effect: &Effect) -> Value {
+    match effect {
+        Effect::Refuse(s) => json!({ "refuse": s }),
+        Effect::Escalate(s) => json!({ "escalate": s }),
+        Effect::RequireApproval(t) => json!({ "require_approval": t }),
+        Effect::Deny(t) => json!({ "deny": t }),
+        Effect::Redact(r) => json!({ "redact": r }),
+        Effect::Instruct(t) => json!({ "instruct": t.text }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(name: &str, enforcing: bool, when: Value) -> Policy {
+        Policy {
+            name: name.into(),
+            priority: 0,
+            enforcing,
+            when,
+            effects: vec![Effect::Refuse("no".into())],
+            bundle: "a/b@1.0.0".into(),
+            doc: None,
+        }
+    }
+
+    fn data() -> Value {
+        json!({"ctx": {"user": {"age": 16}}, "request": {"channel": "voice"}, "run": {}})
+    }
+
+    #[test]
+    fn fires_on_truthy_conditions() {
+        let engine = Engine::new();
+        let ps = vec![
+            policy("minor", true, json!({"<": [{"var": "ctx.user.age"}, 18]})),
+            policy("adult", true, json!({">=": [{"var": "ctx.user.age"}, 18]})),
+            policy(
+                "voice",
+                true,
+                json!({"===": [{"var": "request.channel"}, "voice"]}),
+            ),
+        ];
+        let cs = compile_conditions(&engine, &ps).unwrap();
+        let mut d = Vec::new();
+        let r = evaluate(&engine, &ps, &cs, &data(), &mut d).unwrap();
+        let fired: Vec<bool> = r.iter().map(|r| r.fired).collect();
+        assert_eq!(fired, vec![true, false, true]);
+    }
+
+    #[test]
+    fn unknown_operator_fails_closed_at_load_for_enforcing_only() {
+        let engine = Engine::new();
+        let bad = json!({"no_such_op": [1]});
+        let e = compile_conditions(&engine, &[policy("p", true, bad.clone())]);
+        assert!(matches!(e, Err(CompileError::PolicyEvalError { .. })));
+        let ps = vec![policy("p", false, bad)];
+        let cs = compile_conditions(&engine, &ps).unwrap();
+        let mut d = Vec::new();
+        let r = evaluate(&engine, &ps, &cs, &data(), &mut d).unwrap();
+        assert!(!r[0].fired && r[0].error.is_some());
+        assert_eq!(d[0].code, "R0201");
+    }
+}

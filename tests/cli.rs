@@ -1,0 +1,493 @@
+//! End-to-end tests of the `ctxpack` binary: exit codes, output formats, build,
+//! verify and determinism.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn ctxpack() -> Command {
+    let mut cmd = Command::cargo_bin("ctxpack").unwrap();
+    cmd.env_remove("CTXPACK_REGISTRY").env("NO_COLOR", "1");
+    cmd
+}
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+const BROKEN: &str = "pack \"a/b\" version \"1.0.0\"\nprompt system \"hi\"\nbudget { total 100 bucket policy { share 20% } bucket tools { share 20% } bucket evidence { share 20% } bucket memory { share 20% } bucket session { share 20% } }\nintent main { tools nope task \"x\" }\n";
+
+#[test]
+fn check_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    ctxpack()
+        .args(["check"])
+        .arg(data("spec_example.ctxpack"))
+        .assert()
+        .code(0);
+    let broken = write(dir.path(), "broken.ctxpack", BROKEN);
+    ctxpack().arg("check").arg(&broken).assert().code(1);
+    // Warnings only: exit 0, or 1 with --deny-warnings.
+    let warn = write(
+        dir.path(),
+        "warn.ctxpack",
+        &std::fs::read_to_string(data("spec_example.ctxpack"))
+            .unwrap()
+            .replace("description \"Fetch an order by its id.\"\n", ""),
+    );
+    ctxpack().arg("check").arg(&warn).assert().code(0);
+    ctxpack()
+        .args(["check", "--deny-warnings"])
+        .arg(&warn)
+        .assert()
+        .code(1);
+    ctxpack().args(["check", "--no-such-flag"]).assert().code(2);
+    ctxpack()
+        .args(["check", "--format", "xml", "."])
+        .assert()
+        .code(2);
+    ctxpack()
+        .args(["check", "/no/such/path.ctxpack"])
+        .assert()
+        .code(3);
+    let bad_utf8 = dir.path().join("bin.ctxpack");
+    std::fs::write(&bad_utf8, [0xff, 0xfe, 0x00]).unwrap();
+    ctxpack().arg("check").arg(&bad_utf8).assert().code(3);
+}
+
+#[test]
+fn check_json_format_has_the_spec_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = write(dir.path(), "broken.ctxpack", BROKEN);
+    let out = ctxpack()
+        .args(["check", "--format", "json"])
+        .arg(&broken)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["errors"], 1);
+    assert_eq!(v["warnings"], 0);
+    let d = &v["diagnostics"][0];
+    assert_eq!(d["code"], "E0102");
+    assert_eq!(d["severity"], "error");
+    assert_eq!(d["line"], 4);
+    assert_eq!(d["column"], 21);
+    assert_eq!(d["end_line"], 4);
+    assert_eq!(d["end_column"], 25);
+    for key in ["message", "file", "help", "labels"] {
+        assert!(d.get(key).is_some(), "missing {key}");
+    }
+}
+
+/// Columns count Unicode scalar values, whatever the bytes before them.
+#[test]
+fn json_columns_count_scalar_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = BROKEN.replace(
+        "intent main { tools nope",
+        "/// 😀 é 中文\nintent main { description \"😀中\" tools nope",
+    );
+    let f = write(dir.path(), "mb.ctxpack", &text);
+    let out = ctxpack()
+        .args(["check", "--format", "json"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let d = &v["diagnostics"][0];
+    let line = text.lines().nth(4).unwrap();
+    let byte = line.find("nope").unwrap();
+    assert_eq!(d["line"], 5);
+    assert_eq!(d["column"], line[..byte].chars().count() + 1);
+    assert_ne!(
+        d["column"],
+        byte + 1,
+        "the test must exercise multi-byte text"
+    );
+}
+
+#[test]
+fn check_sarif_and_github_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = write(dir.path(), "broken.ctxpack", BROKEN);
+    let out = ctxpack()
+        .args(["check", "--format", "sarif"])
+        .arg(&broken)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["version"], "2.1.0");
+    let result = &v["runs"][0]["results"][0];
+    assert_eq!(result["ruleId"], "E0102");
+    assert_eq!(result["level"], "error");
+    assert_eq!(
+        result["locations"][0]["physicalLocation"]["region"]["startLine"],
+        4
+    );
+    assert_eq!(v["runs"][0]["tool"]["driver"]["rules"][0]["id"], "E0102");
+
+    let out = ctxpack()
+        .args(["check", "--format", "github"])
+        .arg(&broken)
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    let line = text.lines().next().unwrap();
+    assert!(line.starts_with("::error file="), "{line}");
+    assert!(line.contains(",line=4,col=21::"), "{line}");
+    assert!(line.contains("::[E0102] unknown tool `nope`"), "{line}");
+}
+
+#[test]
+fn check_recurses_into_directories_in_sorted_order() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("b/c")).unwrap();
+    write(dir.path(), "z.ctxpack", BROKEN);
+    write(&dir.path().join("b/c"), "a.ctxpack", BROKEN);
+    write(dir.path(), "ignored.txt", "not a pack");
+    let out = ctxpack()
+        .args(["check", "--format", "json"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let files: Vec<&str> = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["file"].as_str().unwrap())
+        .collect();
+    assert_eq!(files.len(), 2);
+    assert!(
+        files[0].ends_with("b/c/a.ctxpack") && files[1].ends_with("z.ctxpack"),
+        "{files:?}"
+    );
+}
+
+#[test]
+fn check_output_is_deterministic() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = write(dir.path(), "broken.ctxpack", BROKEN);
+    let a = ctxpack()
+        .args(["check", "--format", "json"])
+        .arg(&broken)
+        .output()
+        .unwrap();
+    let b = ctxpack()
+        .args(["check", "--format", "json"])
+        .arg(&broken)
+        .output()
+        .unwrap();
+    assert_eq!(a.stdout, b.stdout);
+}
+
+#[test]
+fn explain_prints_pages() {
+    let out = ctxpack().args(["explain", "E0401"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout(&out).contains("E0401"));
+    ctxpack().args(["explain", "e0102"]).assert().code(0);
+    ctxpack().args(["explain", "E9999"]).assert().code(2);
+    let list = ctxpack().arg("explain").output().unwrap();
+    assert!(stdout(&list).lines().count() >= 36);
+}
+
+#[test]
+fn build_is_reproducible_across_directories() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let source = std::fs::read_to_string(data("spec_example.ctxpack")).unwrap();
+    let pa = write(a.path(), "pack.ctxpack", &source);
+    std::fs::create_dir_all(b.path().join("deep/er")).unwrap();
+    let pb = write(&b.path().join("deep/er"), "other-name.ctxpack", &source);
+    ctxpack()
+        .current_dir(a.path())
+        .arg("build")
+        .arg(&pa)
+        .assert()
+        .code(0);
+    ctxpack()
+        .current_dir(b.path())
+        .arg("build")
+        .arg(&pb)
+        .arg("-o")
+        .arg(b.path().join("x.json"))
+        .assert()
+        .code(0);
+    let default_out = a
+        .path()
+        .join("target/ctxpack/acme/support-agent/1.4.0.json");
+    let first = std::fs::read(&default_out).unwrap();
+    let second = std::fs::read(b.path().join("x.json")).unwrap();
+    assert_eq!(first, second);
+    assert_eq!(first.last(), Some(&b'\n'));
+    ctxpack().arg("verify").arg(&default_out).assert().code(0);
+    // --pretty is for people, but carries the same hash and verifies.
+    let pretty = a.path().join("pretty.json");
+    ctxpack()
+        .arg("build")
+        .arg(&pa)
+        .arg("--pretty")
+        .arg("-o")
+        .arg(&pretty)
+        .assert()
+        .code(0);
+    ctxpack().arg("verify").arg(&pretty).assert().code(0);
+}
+
+#[test]
+fn build_refuses_packs_with_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = write(dir.path(), "broken.ctxpack", BROKEN);
+    ctxpack()
+        .arg("build")
+        .arg(&broken)
+        .arg("-o")
+        .arg(dir.path().join("o.json"))
+        .assert()
+        .code(1);
+    assert!(!dir.path().join("o.json").exists());
+    ctxpack()
+        .arg("build")
+        .arg(dir.path().join("missing.ctxpack"))
+        .assert()
+        .code(3);
+}
+
+#[test]
+fn verify_refuses_tampering_and_foreign_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("a.json");
+    ctxpack()
+        .arg("build")
+        .arg(data("spec_example.ctxpack"))
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .code(0);
+    let text = std::fs::read_to_string(&out).unwrap();
+
+    // One byte of content changed, hash kept: refused.
+    let tampered = write(
+        dir.path(),
+        "t.json",
+        &text.replacen("Refunds are possible", "Refunds are possiblE", 1),
+    );
+    let o = ctxpack().arg("verify").arg(&tampered).output().unwrap();
+    assert_eq!(o.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("hash mismatch"));
+
+    let foreign = write(
+        dir.path(),
+        "f.json",
+        &text.replacen("ctxpack.pack/v1", "ctxpack.pack/v9", 1),
+    );
+    let o = ctxpack().arg("verify").arg(&foreign).output().unwrap();
+    assert_eq!(o.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown artifact format"));
+
+    let garbage = write(dir.path(), "g.json", "{ not json");
+    ctxpack().arg("verify").arg(&garbage).assert().code(3);
+    ctxpack()
+        .arg("verify")
+        .arg(dir.path().join("none.json"))
+        .assert()
+        .code(3);
+}
+
+#[test]
+fn imports_resolve_lock_and_report_e070x() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = "pack \"acme/base\" version \"2.1.0\" library\ncontext { user.age: int }\ntool lookup { description \"x\" kind read risk low approval auto }\n";
+    let app = "pack \"acme/app\" version \"1.0.0\"\nimport \"acme/base\" version \"2.1.0\"\nprompt system \"hi\"\nbudget { total 1000 bucket policy { share 20% } bucket tools { share 20% } bucket evidence { share 20% } bucket memory { share 20% } bucket session { share 20% } }\nintent main { tools lookup task \"age {{ ctx.user.age }}\" }\n";
+    let base_path = write(d, "base.ctxpack", base);
+    std::fs::create_dir_all(d.join("app")).unwrap();
+    let app_path = write(&d.join("app"), "app.ctxpack", app);
+    let reg = d.join("reg");
+    let reg_file = reg.join("acme/base/2.1.0.json");
+    std::fs::create_dir_all(reg_file.parent().unwrap()).unwrap();
+
+    // Not published yet: E0702 and no cascade of unknown names.
+    let o = ctxpack()
+        .args(["check", "--format", "json", "--registry"])
+        .arg(&reg)
+        .arg(&app_path)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let codes: Vec<&str> = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["E0702"]);
+
+    ctxpack()
+        .arg("build")
+        .arg(&base_path)
+        .arg("-o")
+        .arg(&reg_file)
+        .assert()
+        .code(0);
+    // --locked refuses to create the lock.
+    ctxpack()
+        .args(["build", "--locked", "--registry"])
+        .arg(&reg)
+        .arg(&app_path)
+        .arg("-o")
+        .arg(d.join("app.json"))
+        .assert()
+        .code(1);
+    ctxpack()
+        .args(["build", "--registry"])
+        .arg(&reg)
+        .arg(&app_path)
+        .arg("-o")
+        .arg(d.join("app.json"))
+        .assert()
+        .code(0);
+    let lock = std::fs::read_to_string(d.join("app/ctxpack.lock")).unwrap();
+    assert!(lock.contains("acme/base") && lock.contains("blake3:"));
+    ctxpack()
+        .args(["build", "--locked", "--registry"])
+        .arg(&reg)
+        .arg(&app_path)
+        .arg("-o")
+        .arg(d.join("app.json"))
+        .assert()
+        .code(0);
+    let artifact: Value =
+        serde_json::from_slice(&std::fs::read(d.join("app.json")).unwrap()).unwrap();
+    assert_eq!(artifact["dependencies"][0]["name"], "acme/base");
+    assert_eq!(artifact["tools"][0]["provenance"], "acme/base@2.1.0");
+
+    // The registry copy changes under the same version: E0703.
+    write(
+        d,
+        "base.ctxpack",
+        &base.replace("description \"x\"", "description \"y\""),
+    );
+    ctxpack()
+        .arg("build")
+        .arg(d.join("base.ctxpack"))
+        .arg("-o")
+        .arg(&reg_file)
+        .assert()
+        .code(0);
+    let o = ctxpack()
+        .args(["check", "--format", "json", "--registry"])
+        .arg(&reg)
+        .arg(&app_path)
+        .output()
+        .unwrap();
+    assert!(stdout(&o).contains("\"E0703\""), "{}", stdout(&o));
+}
+
+#[test]
+fn import_conflicts_and_cycles() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let reg = d.join("reg");
+    let publish = |src: &str, name: &str, version: &str| {
+        let p = write(d, "tmp.ctxpack", src);
+        let out = reg.join(name).join(format!("{version}.json"));
+        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+        ctxpack()
+            .args(["build", "--registry"])
+            .arg(&reg)
+            .arg(&p)
+            .arg("-o")
+            .arg(&out)
+            .assert()
+            .code(0);
+        std::fs::remove_file(d.join("ctxpack.lock")).ok();
+    };
+    let tool = |name: &str| {
+        format!("tool {name} {{ description \"x\" kind read risk low approval auto }}\n")
+    };
+    publish(
+        &format!(
+            "pack \"acme/a\" version \"1.0.0\" library\n{}",
+            tool("shared")
+        ),
+        "acme/a",
+        "1.0.0",
+    );
+    publish(
+        &format!(
+            "pack \"acme/c\" version \"1.0.0\" library\n{}",
+            tool("shared")
+        ),
+        "acme/c",
+        "1.0.0",
+    );
+    publish(
+        &format!(
+            "pack \"acme/b\" version \"1.0.0\" library\nimport \"acme/a\" version \"1.0.0\"\n{}",
+            tool("other")
+        ),
+        "acme/b",
+        "1.0.0",
+    );
+
+    let codes = |src: &str| -> Vec<(String, u64)> {
+        let p = write(d, "case.ctxpack", src);
+        let o = ctxpack()
+            .args(["check", "--format", "json", "--registry"])
+            .arg(&reg)
+            .arg(&p)
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        v["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                (
+                    d["code"].as_str().unwrap().to_owned(),
+                    d["line"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    // Two imports define `shared`: E0704 at the second import, pointing at both.
+    let two = "pack \"acme/x\" version \"1.0.0\" library\nimport \"acme/a\" version \"1.0.0\"\nimport \"acme/c\" version \"1.0.0\"\n";
+    assert_eq!(codes(two), [("E0704".to_owned(), 3)]);
+    // A local definition clashing with an imported one.
+    let local = format!(
+        "pack \"acme/x\" version \"1.0.0\" library\nimport \"acme/a\" version \"1.0.0\"\n{}",
+        tool("shared")
+    );
+    assert_eq!(codes(&local), [("E0704".to_owned(), 2)]);
+    // A diamond (b brings a's `shared` again, from the same origin) is no conflict.
+    let diamond = "pack \"acme/x\" version \"1.0.0\" library\nimport \"acme/a\" version \"1.0.0\"\nimport \"acme/b\" version \"1.0.0\"\n";
+    assert_eq!(codes(diamond), []);
+    // acme/a importing acme/b, which depends on acme/a: a cycle.
+    let cycle = "pack \"acme/a\" version \"1.0.0\" library\nimport \"acme/b\" version \"1.0.0\"\n";
+    assert_eq!(codes(cycle), [("E0705".to_owned(), 2)]);
+    let o = ctxpack()
+        .args(["check", "--registry"])
+        .arg(&reg)
+        .arg(d.join("case.ctxpack"))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&o.stderr).contains("acme/a → acme/b@1.0.0 → acme/a@1.0.0"));
+}
