@@ -118,7 +118,10 @@ pub struct SafetyNote {
     /// The section key: `tools`, `policies`, `intents`, `redactors`, `prohibitions`.
     pub section: &'static str,
     pub item: String,
-    /// What changed, in words: `confirm → review`, `refund_order`, ….
+    /// The changed field, or `None` when the item was added or removed.
+    pub field: Option<String>,
+    /// What changed, in words: `confirm → review`, the tools granted, the added or
+    /// removed item's summary; empty when the change is shown as a diff below.
     pub detail: String,
 }
 
@@ -327,22 +330,16 @@ fn pack_id(a: &Artifact) -> PackId {
 fn collect_safety(d: &ArtifactDiff) -> Vec<SafetyNote> {
     let mut notes = Vec::new();
     for (section, s) in d.sections() {
-        for (entries, what) in [(&s.added, "added"), (&s.removed, "removed")] {
-            for e in entries {
-                if let Some(kind) = e.safety {
-                    notes.push(note(
-                        kind,
-                        section,
-                        &e.name,
-                        format!("{what}: {}", e.summary),
-                    ));
-                }
+        for e in s.added.iter().chain(&s.removed) {
+            if let Some(kind) = e.safety {
+                notes.push(note(kind, section, &e.name, None, e.summary.clone()));
             }
         }
         for item in &s.changed {
             for c in &item.changes {
                 for &kind in &c.safety {
-                    notes.push(note(kind, section, &item.name, safety_detail(kind, c)));
+                    let detail = safety_detail(kind, c);
+                    notes.push(note(kind, section, &item.name, Some(&c.field), detail));
                 }
             }
         }
@@ -353,16 +350,25 @@ fn collect_safety(d: &ArtifactDiff) -> Vec<SafetyNote> {
     notes
 }
 
-fn note(kind: SafetyKind, section: &'static str, item: &str, detail: String) -> SafetyNote {
+fn note(
+    kind: SafetyKind,
+    section: &'static str,
+    item: &str,
+    field: Option<&str>,
+    detail: String,
+) -> SafetyNote {
     SafetyNote {
         kind,
         effect: kind.effect(),
         section,
         item: item.to_owned(),
+        field: field.map(str::to_owned),
         detail,
     }
 }
 
+/// The detail of a changed field's note: the tools granted or revoked, `from → to`,
+/// or nothing when the change is too long for one line (its diff is in its section).
 fn safety_detail(kind: SafetyKind, c: &FieldChange) -> String {
     let (from, to) = (
         c.from.as_ref().unwrap_or(&Value::Null),
@@ -378,6 +384,7 @@ fn safety_detail(kind: SafetyKind, c: &FieldChange) -> String {
             };
             names.join(", ")
         }
+        _ if c.diff.is_some() => String::new(),
         _ => format!("{} → {}", render::compact(from), render::compact(to)),
     }
 }
@@ -497,7 +504,7 @@ fn field_change(field: &str, cx: &Cx, a: &Field, b: &Field) -> Option<FieldChang
     };
     match (a, b) {
         (Field::Json(x), Field::Json(y)) => {
-            (x != y).then(|| change(Some(x.clone()), Some(y.clone()), None))
+            (x != y).then(|| change(Some(x.clone()), Some(y.clone()), structure_diff(x, y)))
         }
         (Field::Provenance(x), Field::Provenance(y)) => {
             let own = |p: &String, side: usize| *p == cx.own[side];
@@ -522,6 +529,19 @@ fn value_changes(fields: &[(&str, Value, Value)]) -> Vec<FieldChange> {
             field_change(field, &cx, &Field::Json(a.clone()), &Field::Json(b.clone()))
         })
         .collect()
+}
+
+/// For structured values too long to compare on one line (a JsonLogic condition, an
+/// input schema), a unified diff of their pretty-printed forms.
+fn structure_diff(a: &Value, b: &Value) -> Option<String> {
+    const ONE_LINE: usize = 60;
+    let structured = |v: &Value| v.is_object() || v.is_array();
+    let long = |v: &Value| v.to_string().len() > ONE_LINE;
+    if !(structured(a) && structured(b)) || !(long(a) || long(b)) {
+        return None;
+    }
+    let pretty = |v: &Value| serde_json::to_string_pretty(v).map(|s| s + "\n").ok();
+    Some(text_diff(&pretty(a)?, &pretty(b)?))
 }
 
 /// A unified diff of two texts, hunks only, three lines of context.

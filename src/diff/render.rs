@@ -36,15 +36,19 @@ pub fn to_human(diff: &ArtifactDiff) -> String {
     if !diff.safety.is_empty() {
         let _ = writeln!(out, "\nSafety-relevant changes ({}):", diff.safety.len());
         for n in &diff.safety {
-            let _ = writeln!(
+            let _ = write!(
                 out,
-                "  ⚠ {:<9} {}: {} `{}`: {}",
+                "  ⚠ {:<9} {}: {} `{}`",
                 n.effect.as_str(),
                 n.kind.describe(),
                 singular(n.section),
-                n.item,
-                n.detail
+                n.item
             );
+            let _ = match (&n.field, n.detail.as_str()) {
+                (_, "") => writeln!(out),
+                (None, detail) => writeln!(out, " ({detail})"),
+                (Some(_), detail) => writeln!(out, ": {detail}"),
+            };
         }
     }
 
@@ -136,7 +140,7 @@ fn field_line(out: &mut String, indent: &str, c: &FieldChange) {
     let _ = write!(out, "{indent}~ {label}:");
     match (&c.diff, &c.from, &c.to) {
         (Some(_), _, _) => {}
-        (None, Some(from), Some(to)) if c.field == "tools" => {
+        (None, Some(from), Some(to)) if c.field == "tools" && from.is_array() => {
             let (gained, lost) = super::string_set_delta(from, to);
             let mut parts: Vec<String> = gained.iter().map(|t| format!("+{t}")).collect();
             parts.extend(lost.iter().map(|t| format!("-{t}")));

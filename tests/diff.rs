@@ -1,0 +1,187 @@
+//! `ctxpack diff`: the semantic diff of two artifacts, snapshotted in both formats for
+//! a realistic version bump, and driven through the CLI.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{sealed, support_v1, support_v1_1};
+use ctxpack::artifact::{Approval, Risk, SafetyMode};
+use ctxpack::diff::{diff, render, SafetyEffect, SafetyKind};
+use ctxpack::registry::Registry;
+
+#[test]
+fn version_bump_human() {
+    let d = diff(&sealed(support_v1()), &sealed(support_v1_1()));
+    insta::assert_snapshot!("support_1_0_0_to_1_1_0_human", render::to_human(&d));
+}
+
+#[test]
+fn version_bump_json() {
+    let d = diff(&sealed(support_v1()), &sealed(support_v1_1()));
+    insta::assert_snapshot!("support_1_0_0_to_1_1_0_json", render::to_json(&d));
+}
+
+#[test]
+fn version_bump_safety_list() {
+    let d = diff(&support_v1(), &support_v1_1());
+    let kinds: Vec<(SafetyKind, &str)> =
+        d.safety.iter().map(|n| (n.kind, n.item.as_str())).collect();
+    assert_eq!(
+        kinds,
+        [
+            (SafetyKind::PolicyRemoved, "minors_refused"),
+            (SafetyKind::IntentToolGranted, "refund"),
+            (SafetyKind::ToolAdded, "escalate_ticket"),
+            (SafetyKind::PolicyConditionChanged, "large_refunds"),
+            (SafetyKind::ApprovalRaised, "issue_refund"),
+        ]
+    );
+    // Weakening changes come first.
+    assert!(d.safety.windows(2).all(|w| w[0].effect <= w[1].effect));
+}
+
+#[test]
+fn lowering_approval_risk_and_safety_is_called_out() {
+    let a = support_v1();
+    let mut b = a.clone();
+    b.tools[0].approval = Approval::Auto;
+    b.tools[0].risk = Risk::Medium;
+    b.tools[1].risk = Risk::Critical;
+    b.intents[1].safety = SafetyMode::Autonomous;
+    b.intents[1].tools.retain(|t| t != "issue_refund");
+    b.policies[0].enforcing = false;
+    b.prohibitions.clear();
+    b.redactors[0].pattern = "x".into();
+    let d = diff(&a, &b);
+    let kinds: Vec<(SafetyKind, SafetyEffect)> =
+        d.safety.iter().map(|n| (n.kind, n.effect)).collect();
+    assert_eq!(
+        kinds,
+        [
+            (SafetyKind::RiskLowered, SafetyEffect::Weakens),
+            (SafetyKind::ApprovalLowered, SafetyEffect::Weakens),
+            (SafetyKind::PolicyMadeAdvisory, SafetyEffect::Weakens),
+            (SafetyKind::IntentSafetyLowered, SafetyEffect::Weakens),
+            (SafetyKind::ProhibitionRemoved, SafetyEffect::Weakens),
+            (SafetyKind::RiskRaised, SafetyEffect::Review),
+            (SafetyKind::RedactorPatternChanged, SafetyEffect::Review),
+            (SafetyKind::IntentToolRevoked, SafetyEffect::Tightens),
+        ]
+    );
+    let human = render::to_human(&d);
+    assert!(
+        human.contains("⚠ weakens   approval lowered: tool `issue_refund`: confirm → auto"),
+        "{human}"
+    );
+    assert!(
+        human.contains("~ approval: confirm → auto  ⚠ approval lowered"),
+        "{human}"
+    );
+    assert!(
+        human.contains("~ tools: -issue_refund  ⚠ tool revoked"),
+        "{human}"
+    );
+}
+
+#[test]
+fn identical_artifacts_have_no_differences() {
+    let a = sealed(support_v1());
+    let d = diff(&a, &a);
+    assert!(!d.differs);
+    assert!(d.safety.is_empty());
+    assert!(render::to_human(&d).ends_with("\nno differences\n"));
+}
+
+#[test]
+fn a_version_bump_alone_does_not_change_provenance() {
+    let a = support_v1();
+    let mut b = a.clone();
+    b.version = "1.0.1".into();
+    for t in &mut b.tools {
+        t.provenance = "acme/support@1.0.1".into();
+    }
+    let d = diff(&a, &b);
+    assert!(d.tools.is_empty(), "{:?}", d.tools);
+    assert_eq!(d.pack.len(), 1);
+    // A provenance that moves to another pack is a change.
+    b.tools[0].provenance = "acme/base-safety@2.1.0".into();
+    assert_eq!(diff(&a, &b).tools.changed[0].changes[0].field, "provenance");
+}
+
+#[test]
+fn json_output_is_deterministic() {
+    let (a, b) = (sealed(support_v1()), sealed(support_v1_1()));
+    assert_eq!(
+        render::to_json(&diff(&a, &b)),
+        render::to_json(&diff(&a.clone(), &b.clone()))
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// The CLI
+// ---------------------------------------------------------------------------------
+
+fn ctxpack() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ctxpack"));
+    cmd.env_remove("CTXPACK_REGISTRY").env("NO_COLOR", "1");
+    cmd
+}
+
+fn run(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = ctxpack().args(args).current_dir(dir).output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn diff_cli() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path();
+    std::fs::write(dir.join("v1.json"), support_v1().canonical_bytes()).unwrap();
+    std::fs::write(dir.join("v2.json"), support_v1_1().canonical_bytes()).unwrap();
+    let expected = render::to_human(&diff(&sealed(support_v1()), &sealed(support_v1_1())));
+
+    let (code, stdout, stderr) = run(dir, &["diff", "v1.json", "v2.json"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout, expected);
+    let (code, stdout, _) = run(dir, &["diff", "--format", "json", "v1.json", "v2.json"]);
+    assert_eq!(code, Some(0));
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["differs"], true);
+
+    assert_eq!(
+        run(dir, &["diff", "--exit-code", "v1.json", "v2.json"]).0,
+        Some(1)
+    );
+    assert_eq!(
+        run(dir, &["diff", "--exit-code", "v1.json", "v1.json"]).0,
+        Some(0)
+    );
+
+    // Registry references, resolved when no such file exists.
+    let registry = Registry::open(dir.join(".ctxpack/registry"));
+    registry.publish(&support_v1()).unwrap();
+    registry.publish(&support_v1_1()).unwrap();
+    let (code, stdout, stderr) = run(dir, &["diff", "acme/support@1.0.0", "acme/support@1.1.0"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout, expected);
+    let (code, _, stderr) = run(dir, &["diff", "acme/support", "v2.json"]);
+    assert_eq!(code, Some(4), "{stderr}");
+    assert!(
+        stderr.contains("unpinned pack reference `acme/support`"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = run(dir, &["diff", "acme/support@9.9.9", "v2.json"]);
+    assert_eq!(code, Some(3), "{stderr}");
+
+    let (code, _, _) = run(dir, &["diff", "missing.json", "v2.json"]);
+    assert_eq!(code, Some(3));
+    let mut tampered = std::fs::read_to_string(dir.join("v2.json")).unwrap();
+    tampered = tampered.replacen("after review", "after reviev", 1);
+    std::fs::write(dir.join("tampered.json"), tampered).unwrap();
+    let (code, _, stderr) = run(dir, &["diff", "v1.json", "tampered.json"]);
+    assert_eq!(code, Some(4), "{stderr}");
+    assert!(stderr.contains("hash mismatch"), "{stderr}");
+}
