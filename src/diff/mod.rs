@@ -840,7 +840,8 @@ mod tests {
 
     #[test]
     fn set_delta() {
-        let (gained, lost) = string_set_delta(&json!(["a", "b"]), &json!(["b", "c"]));
+        let (from, to) = (json!(["a", "b"]), json!(["b", "c"]));
+        let (gained, lost) = string_set_delta(&from, &to);
         assert_eq!((gained, lost), (vec!["c"], vec!["a"]));
     }
 }

@@ -56,7 +56,8 @@ pub enum RegistryError {
          different artifact (hash `{new}`): published versions are immutable, bump the version"
     )]
     VersionConflict {
-        pack: PackRef,
+        /// `scope/name@version`.
+        pack: String,
         existing: String,
         new: String,
     },
@@ -201,7 +202,7 @@ impl Registry {
                 let existing = verify_stored(&path, &existing)?;
                 if existing != hash {
                     return Err(RegistryError::VersionConflict {
-                        pack,
+                        pack: pack.to_string(),
                         existing,
                         new: hash,
                     });
