@@ -8,7 +8,8 @@ use crate::artifact::Artifact;
 use crate::check::check_source_with;
 use crate::commands::{exit, files};
 use crate::diagnostic::FileReport;
-use crate::imports::{Lockfile, PackSource, RegistryDir};
+use crate::imports::{Lockfile, PackSource};
+use crate::registry::Registry;
 
 /// How to resolve imports and treat the lockfile.
 #[derive(Debug, Clone, Default)]
@@ -79,7 +80,7 @@ fn read_source(path: &Path) -> Result<String, BuildError> {
 /// Checks and lowers the pack at `path`, resolving imports per `options`.
 pub fn build_file(path: &Path, options: &BuildOptions) -> Result<Built, BuildError> {
     let source = read_source(path)?;
-    let registry = RegistryDir::locate(options.registry.as_deref());
+    let registry = Registry::from_env_or(options.registry.as_deref());
     let lock_path = Lockfile::path_for(path);
     let lock = Lockfile::read(&lock_path).map_err(BuildError::Unreadable)?;
     let built = build_source_with(&files::display(path), source, &registry, lock.as_ref())?;

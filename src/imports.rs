@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::artifact::{canonical_bytes, Artifact, Dependency};
 use crate::diagnostic::Diagnostic;
 use crate::ir::ImportDecl;
+use crate::registry::{PackRef, Registry, RegistryError};
 use crate::span::Span;
 
 /// Why an artifact could not be loaded.
@@ -225,65 +226,23 @@ pub fn resolve(
     out
 }
 
-/// A registry directory read directly: `<dir>/<scope>/<name>/<version>.json`, every
-/// artifact verified on load.
-pub struct RegistryDir {
-    pub root: PathBuf,
-}
-
-impl RegistryDir {
-    /// `--registry DIR`, else `CTXPACK_REGISTRY`, else `.ctxpack/registry`.
-    pub fn locate(flag: Option<&Path>) -> RegistryDir {
-        let root = match flag {
-            Some(p) => p.to_path_buf(),
-            None => std::env::var_os("CTXPACK_REGISTRY")
-                .filter(|v| !v.is_empty())
-                .map_or_else(|| PathBuf::from(".ctxpack/registry"), PathBuf::from),
-        };
-        RegistryDir { root }
-    }
-}
-
-impl PackSource for RegistryDir {
+/// The registry is the usual source of imports. Every artifact is verified on load
+/// (see [`Registry::load`]); a missing version reports the versions on disk.
+impl PackSource for Registry {
     fn load(&self, name: &str, version: &str) -> Result<Artifact, LoadError> {
-        let dir = name
-            .split('/')
-            .fold(self.root.clone(), |p, part| p.join(part));
-        let path = dir.join(format!("{version}.json"));
-        match std::fs::read(&path) {
-            Ok(bytes) => {
-                let artifact = crate::artifact::verify_bytes(&bytes)
-                    .map_err(|e| LoadError::Invalid(e.to_string()))?;
-                if artifact.name != name || artifact.version != version {
-                    return Err(LoadError::Invalid(format!(
-                        "`{}` holds `{}@{}`",
-                        path.display(),
-                        artifact.name,
-                        artifact.version
-                    )));
-                }
-                Ok(artifact)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let mut available: Vec<semver::Version> = std::fs::read_dir(&dir)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Result::ok)
-                    .filter_map(|e| {
-                        let file = e.file_name().to_string_lossy().to_string();
-                        file.strip_suffix(".json")
-                            .and_then(|v| semver::Version::parse(v).ok())
-                    })
-                    .collect();
-                available.sort();
-                Err(LoadError::NotFound {
-                    available: available.iter().map(ToString::to_string).collect(),
-                })
-            }
-            Err(e) => Err(LoadError::Invalid(format!(
-                "cannot read `{}`: {e}",
-                path.display()
-            ))),
+        let reference = PackRef::parse(&format!("{name}@{version}"))
+            .map_err(|e| LoadError::Invalid(e.to_string()))?;
+        match Registry::load(self, &reference) {
+            Ok(artifact) => Ok(artifact),
+            Err(RegistryError::NotFound { .. }) => Err(LoadError::NotFound {
+                available: self
+                    .stored_versions(&reference.name)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
+            }),
+            Err(e) => Err(LoadError::Invalid(e.to_string())),
         }
     }
 }

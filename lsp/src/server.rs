@@ -12,7 +12,8 @@ use std::sync::{Arc, OnceLock};
 
 use ctxpack::diagnostic::{Diagnostic, Severity};
 use ctxpack::ide::{Analysis, CompletionKind, OutlineKind, OutlineSymbol};
-use ctxpack::imports::{Lockfile, RegistryDir};
+use ctxpack::imports::Lockfile;
+use ctxpack::registry::Registry;
 use serde_json::json;
 use tokio::sync::Mutex;
 use tower_lsp_server::jsonrpc::{Error, Result};
@@ -56,7 +57,7 @@ impl Backend {
     /// Checks a document's text, resolving imports from the registry and the lockfile
     /// beside the file.
     fn analyze(&self, uri: &Uri, text: String) -> Analysis {
-        let registry = RegistryDir::locate(self.registry.as_deref());
+        let registry = Registry::from_env_or(self.registry.as_deref());
         let lock = uri
             .to_file_path()
             .and_then(|path| Lockfile::read(&Lockfile::path_for(&path)).ok().flatten());

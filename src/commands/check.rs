@@ -42,7 +42,7 @@ pub fn check_paths(
     registry: Option<&std::path::Path>,
 ) -> Result<Vec<FileReport>, String> {
     let files = files::collect(paths, ".ctxpack")?;
-    let registry = crate::imports::RegistryDir::locate(registry);
+    let registry = crate::registry::Registry::from_env_or(registry);
     let mut reports = Vec::with_capacity(files.len());
     for file in files {
         let bytes =

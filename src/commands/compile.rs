@@ -14,6 +14,7 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use serde_json::{json, Value};
 
 use crate::artifact::{verify_bytes, Artifact};
+use crate::registry::{PackRef, Registry, RegistryError};
 use crate::runtime::{decode_inputs, render, CompileError, CompiledContext, PreparedPack};
 
 /// Output format of `compile`.
@@ -128,11 +129,7 @@ pub fn run(args: &CompileArgs) -> i32 {
 
 /// Does the work of `compile` and returns what to print.
 pub fn execute(args: &CompileArgs) -> Result<String, CliError> {
-    let registry = args
-        .registry
-        .clone()
-        .or_else(|| std::env::var_os("CTXPACK_REGISTRY").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from(".ctxpack/registry"));
+    let registry = Registry::from_env_or(args.registry.as_deref());
     let artifact = load_pack(&args.pack, &registry)?;
     let run = read_document(&args.run)?;
     let request = read_document(&args.request)?;
@@ -193,70 +190,31 @@ pub(crate) fn parse_document(path: &Path, bytes: &[u8]) -> Result<Value, CliErro
     })
 }
 
-/// Whether `s` is `scope/name` or `scope/name@version` (version unchecked).
-fn parse_reference(s: &str) -> Option<(&str, &str, Option<&str>)> {
-    let (name_part, version) = match s.split_once('@') {
-        Some((n, v)) => (n, Some(v)),
-        None => (s, None),
-    };
-    let (scope, name) = name_part.split_once('/')?;
-    let part_ok = |p: &str| {
-        p.bytes()
-            .next()
-            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-            && p.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-    };
-    (part_ok(scope) && part_ok(name)).then_some((scope, name, version))
-}
-
-/// Loads and verifies an artifact file or a pinned registry reference.
-pub fn load_pack(pack: &str, registry: &Path) -> Result<Artifact, CliError> {
-    let as_path = Path::new(pack);
-    let path = if as_path.is_file() {
-        as_path.to_path_buf()
-    } else if let Some((scope, name, version)) = parse_reference(pack) {
-        let Some(version) = version else {
-            return Err(CliError::new(
-                "unpinned_pack",
-                4,
-                format!(
-                    "unpinned pack reference `{pack}`: name an exact version, e.g. `{pack}@1.0.0`"
-                ),
-            ));
-        };
-        // The version becomes a file name, so it must be a real semantic version (which
-        // also rules out path separators).
-        if semver::Version::parse(version).is_err() {
-            return Err(CliError::new(
-                "invalid_pack_reference",
-                4,
-                format!("`{version}` in `{pack}` is not a semantic version"),
-            ));
-        }
-        let path = registry
-            .join(scope)
-            .join(name)
-            .join(format!("{version}.json"));
-        if !path.is_file() {
+/// Loads and verifies an artifact file or, when no such file exists, a pinned
+/// registry reference (see [`Registry::load`]).
+pub fn load_pack(pack: &str, registry: &Registry) -> Result<Artifact, CliError> {
+    let path = Path::new(pack);
+    if !path.is_file() {
+        if !PackRef::looks_like_ref(pack) {
             return Err(CliError::new(
                 "unreadable_input",
                 3,
-                format!(
-                    "pack `{pack}` is not in the registry (looked for `{}`)",
-                    path.display()
-                ),
+                format!("pack `{pack}`: no such file"),
             ));
         }
-        path
-    } else {
-        return Err(CliError::new(
-            "unreadable_input",
-            3,
-            format!("pack `{pack}`: no such file"),
-        ));
-    };
-    let bytes = std::fs::read(&path).map_err(|e| {
+        return PackRef::parse(pack)
+            .and_then(|reference| registry.load(&reference))
+            .map_err(|e| {
+                let kind = match &e {
+                    RegistryError::Unpinned(_) => "unpinned_pack",
+                    RegistryError::MalformedRef { .. } => "invalid_pack_reference",
+                    e if e.exit_code() == 3 => "unreadable_input",
+                    _ => "invalid_artifact",
+                };
+                CliError::new(kind, e.exit_code(), e.to_string())
+            });
+    }
+    let bytes = std::fs::read(path).map_err(|e| {
         CliError::new(
             "unreadable_input",
             3,
@@ -422,22 +380,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn references() {
-        assert_eq!(
-            parse_reference("acme/support@1.0.0"),
-            Some(("acme", "support", Some("1.0.0")))
-        );
-        assert_eq!(
-            parse_reference("acme/support"),
-            Some(("acme", "support", None))
-        );
-        assert_eq!(parse_reference("./pack.json"), None);
-        assert_eq!(parse_reference("Acme/x@1"), None);
-    }
-
-    #[test]
     fn unpinned_and_missing_packs() {
-        let dir = Path::new("/nonexistent-registry");
+        let dir = &Registry::open("/nonexistent-registry");
         assert_eq!(load_pack("acme/support", dir).unwrap_err().exit_code, 4);
         assert_eq!(
             load_pack("acme/support@1.0.0", dir).unwrap_err().exit_code,

@@ -7,10 +7,11 @@
 
 use std::path::{Path, PathBuf};
 
+use super::compile::load_pack;
 use super::exit;
-use crate::artifact::{verify_bytes, Artifact};
+use crate::artifact::Artifact;
 use crate::diff::{diff, render};
-use crate::registry::{PackRef, Registry};
+use crate::registry::Registry;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Format {
@@ -70,19 +71,7 @@ pub fn run_with(args: &DiffArgs, load: Loader<'_>) -> i32 {
 
 /// Loads a verified artifact from a file or, when no file `input` exists and it
 /// reads as `scope/name[@version]`, from the registry (where an unpinned reference is
-/// refused).
+/// refused), as `compile --pack` does.
 pub fn load_artifact(input: &Path, registry: &Registry) -> Result<Artifact, (i32, String)> {
-    let text = input.to_string_lossy();
-    if !input.exists() && PackRef::looks_like_ref(&text) {
-        return PackRef::parse(&text)
-            .and_then(|pack| registry.load(&pack))
-            .map_err(|e| (e.exit_code(), e.to_string()));
-    }
-    let bytes = std::fs::read(input).map_err(|e| {
-        (
-            exit::UNREADABLE,
-            format!("cannot read `{}`: {e}", input.display()),
-        )
-    })?;
-    verify_bytes(&bytes).map_err(|e| (e.exit_code(), format!("`{}`: {e}", input.display())))
+    load_pack(&input.to_string_lossy(), registry).map_err(|e| (e.exit_code, e.message))
 }

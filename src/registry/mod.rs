@@ -229,22 +229,11 @@ impl Registry {
     /// lock held.
     fn write_index(&self, name: &PackName, dir: &Path) -> Result<(), RegistryError> {
         let mut versions = Vec::new();
-        let entries = std::fs::read_dir(dir).map_err(io_err("list", dir))?;
-        for entry in entries {
-            let entry = entry.map_err(io_err("list", dir))?;
-            let file_name = entry.file_name();
-            let Some(version) = file_name.to_str().and_then(|f| f.strip_suffix(".json")) else {
-                continue;
-            };
-            // Skips `index.json` and anything else that is not a version file.
-            let Ok(version) = Version::parse(version) else {
-                continue;
-            };
-            let path = entry.path();
+        for version in version_files(dir)? {
+            let path = dir.join(version_file(&version));
             let bytes = std::fs::read(&path).map_err(io_err("read", &path))?;
             versions.push((version, verify_stored(&path, &bytes)?));
         }
-        versions.sort();
         let index = Index {
             name: name.to_string(),
             versions: versions
@@ -318,6 +307,21 @@ impl Registry {
         Ok(versions)
     }
 
+    /// The versions whose files are in the pack's directory, sorted by semver, read
+    /// from the directory rather than the index and not verified: for telling a user
+    /// which versions exist, including in registries assembled by hand.
+    pub fn stored_versions(&self, name: &PackName) -> Result<Vec<Version>, RegistryError> {
+        let dir = self.pack_dir(name);
+        match version_files(&dir) {
+            Err(RegistryError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                Ok(Vec::new())
+            }
+            other => other,
+        }
+    }
+
     /// A pack's index, or `None` when the pack has never been published.
     pub fn read_index(&self, name: &PackName) -> Result<Option<Index>, RegistryError> {
         let path = self.pack_dir(name).join(INDEX_FILE);
@@ -375,6 +379,21 @@ fn pack_ref_of(artifact: &Artifact) -> Result<PackRef, RegistryError> {
 
 fn version_file(version: &Version) -> String {
     format!("{version}.json")
+}
+
+/// The versions filed in `dir`, sorted. `index.json`, the lock, temporaries and
+/// anything else whose name is not `<semver>.json` are skipped.
+fn version_files(dir: &Path) -> Result<Vec<Version>, RegistryError> {
+    let mut versions = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io_err("list", dir))? {
+        let file_name = entry.map_err(io_err("list", dir))?.file_name();
+        let version = file_name.to_str().and_then(|f| f.strip_suffix(".json"));
+        if let Some(Ok(version)) = version.map(Version::parse) {
+            versions.push(version);
+        }
+    }
+    versions.sort();
+    Ok(versions)
 }
 
 /// Verifies a stored artifact and returns its hash.
