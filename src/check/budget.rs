@@ -19,8 +19,17 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
         .iter()
         .filter_map(|b| b.share_ppm.map(|s| (b.name.as_str(), s)))
         .collect();
+    // A duplicated bucket is E0101; which of its shares counts is then anyone's
+    // guess, so the sums are not checked until it is fixed.
+    let duplicated = shares.len()
+        != budget
+            .buckets
+            .iter()
+            .filter(|b| b.share_ppm.is_some())
+            .count();
     let sum: u64 = shares.values().sum();
-    if sum > PPM {
+    if duplicated {
+    } else if sum > PPM {
         diags.push(
             Diagnostic::new(
                 "E0501",
@@ -41,7 +50,7 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
             .with_help("raise some `share`s so that they sum to 100%"),
         );
     }
-    for intent in &pack.intents {
+    for intent in pack.intents.iter().filter(|_| !duplicated) {
         let Some(o) = &intent.budget else { continue };
         let mut effective = shares.clone();
         for (bucket, share) in &o.overrides {

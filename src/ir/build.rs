@@ -359,7 +359,8 @@ impl Builder {
             .map(|f| (f.path.clone(), f.span))
             .collect();
         let by_path: HashMap<&str, Span> = fields.iter().map(|(p, s)| (p.as_str(), *s)).collect();
-        let mut reported: HashSet<(Span, Span)> = HashSet::new();
+        // One diagnostic per conflicting (later) field, however many it clashes with.
+        let mut reported: HashSet<Span> = HashSet::new();
         for (path, span) in &fields {
             let mut prefix_end = 0;
             while let Some(dot) = path[prefix_end..].find('.') {
@@ -371,7 +372,7 @@ impl Builder {
                     } else {
                         (*span, other, path.as_str(), prefix)
                     };
-                    if reported.insert((later, earlier)) {
+                    if reported.insert(later) {
                         self.diags.push(
                             Diagnostic::new(
                                 "E0206",

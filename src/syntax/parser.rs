@@ -185,6 +185,16 @@ impl<'s> Driver<'s> {
         } else {
             Span::new(at, found_end)
         };
+        if self.source[at.min(self.source.len())..].starts_with(['\n', '\r'])
+            && names.iter().any(|n| n.contains("escape"))
+        {
+            self.diags.push(
+                Diagnostic::new("E0001", span, "unterminated string: a `\"...\"` string cannot span lines")
+                    .with_label("the line ends inside a string")
+                    .with_help("close the string with `\"`, or use `\"\"\"...\"\"\"` for text on several lines"),
+            );
+            return;
+        }
         self.diags.push(
             Diagnostic::new(
                 "E0001",

@@ -7,21 +7,26 @@
 const fs = require('node:fs');
 const path = require('node:path');
 
-const dir = path.join(__dirname, 'grammar');
-const samples = fs.readdirSync(dir).filter((name) => name.endsWith('.ctxpack'));
-const missing = samples.filter((name) => !fs.existsSync(path.join(dir, `${name}.snap`)));
-const orphans = fs
-  .readdirSync(dir)
-  .filter((name) => name.endsWith('.ctxpack.snap') && !samples.includes(name.slice(0, -'.snap'.length)));
-
-if (samples.length === 0) {
-  console.error(`no grammar samples in ${dir}`);
-  process.exit(1);
+let problems = 0;
+for (const sub of ['', 'packs']) {
+  const dir = path.join(__dirname, 'grammar', sub);
+  if (!fs.existsSync(dir)) continue;
+  const rel = path.join('test/grammar', sub);
+  const samples = fs.readdirSync(dir).filter((name) => name.endsWith('.ctxpack'));
+  const missing = samples.filter((name) => !fs.existsSync(path.join(dir, `${name}.snap`)));
+  const orphans = fs
+    .readdirSync(dir)
+    .filter((name) => name.endsWith('.ctxpack.snap') && !samples.includes(name.slice(0, -'.snap'.length)));
+  if (samples.length === 0) {
+    console.error(`no grammar samples in ${dir}`);
+    problems += 1;
+  }
+  for (const name of missing) {
+    console.error(`missing snapshot for ${rel}/${name} (run \`npm run test:update\`, review, commit)`);
+  }
+  for (const name of orphans) {
+    console.error(`snapshot ${rel}/${name} has no sample; delete it`);
+  }
+  problems += missing.length + orphans.length;
 }
-for (const name of missing) {
-  console.error(`missing snapshot for test/grammar/${name} (run \`npm run test:update\`, review, commit)`);
-}
-for (const name of orphans) {
-  console.error(`snapshot test/grammar/${name} has no sample; delete it`);
-}
-process.exit(missing.length + orphans.length === 0 ? 0 : 1);
+process.exit(problems === 0 ? 0 : 1);
