@@ -495,39 +495,51 @@ fn keyed<T: Item>(items: &[T]) -> BTreeMap<String, &T> {
 }
 
 fn field_change(field: &str, cx: &Cx, a: &Field, b: &Field) -> Option<FieldChange> {
-    let change = |from: Option<Value>, to: Option<Value>, diff: Option<String>| FieldChange {
-        field: field.to_owned(),
-        from,
-        to,
-        diff,
-        safety: Vec::new(),
-    };
     match (a, b) {
-        (Field::Json(x), Field::Json(y)) => {
-            (x != y).then(|| change(Some(x.clone()), Some(y.clone()), structure_diff(x, y)))
-        }
+        (Field::Json(x), Field::Json(y)) => json_change(field, x, y),
         (Field::Provenance(x), Field::Provenance(y)) => {
             let own = |p: &String, side: usize| *p == cx.own[side];
             let same = x == y || (own(x, 0) && own(y, 1));
-            (!same).then(|| change(Some(json!(x)), Some(json!(y)), None))
+            (!same).then(|| change(field, Some(json!(x)), Some(json!(y)), None))
         }
         (Field::Text(x), Field::Text(y)) => {
-            (x != y).then(|| change(None, None, Some(text_diff(x, y))))
+            (x != y).then(|| change(field, None, None, Some(text_diff(x, y))))
         }
         // Both sides come from the same `fields()` of one item type.
         _ => None,
     }
 }
 
+fn json_change(field: &str, x: &Value, y: &Value) -> Option<FieldChange> {
+    (x != y).then(|| {
+        change(
+            field,
+            Some(x.clone()),
+            Some(y.clone()),
+            structure_diff(x, y),
+        )
+    })
+}
+
+fn change(
+    field: &str,
+    from: Option<Value>,
+    to: Option<Value>,
+    diff: Option<String>,
+) -> FieldChange {
+    FieldChange {
+        field: field.to_owned(),
+        from,
+        to,
+        diff,
+        safety: Vec::new(),
+    }
+}
+
 fn value_changes(fields: &[(&str, Value, Value)]) -> Vec<FieldChange> {
-    let cx = Cx {
-        own: [String::new(), String::new()],
-    };
     fields
         .iter()
-        .filter_map(|(field, a, b)| {
-            field_change(field, &cx, &Field::Json(a.clone()), &Field::Json(b.clone()))
-        })
+        .filter_map(|(field, a, b)| json_change(field, a, b))
         .collect()
 }
 
