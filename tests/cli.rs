@@ -491,3 +491,65 @@ fn import_conflicts_and_cycles() {
         .unwrap();
     assert!(String::from_utf8_lossy(&o.stderr).contains("acme/a → acme/b@1.0.0 → acme/a@1.0.0"));
 }
+
+#[test]
+fn publish_and_diff_accept_sources() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let source = std::fs::read_to_string(data("spec_example.ctxpack")).unwrap();
+    let v1 = write(d, "v1.ctxpack", &source);
+    let v2 = write(
+        d,
+        "v2.ctxpack",
+        &source
+            .replace("version \"1.4.0\"", "version \"1.5.0\"")
+            .replace("risk low", "risk medium"),
+    );
+    let reg = d.join("reg");
+    ctxpack()
+        .args(["publish", "--registry"])
+        .arg(&reg)
+        .arg(&v1)
+        .assert()
+        .code(0);
+    assert!(reg.join("acme/support-agent/1.4.0.json").exists());
+    // Identical bytes again: idempotent.
+    ctxpack()
+        .args(["publish", "--registry"])
+        .arg(&reg)
+        .arg(&v1)
+        .assert()
+        .code(0);
+    let out = ctxpack()
+        .args(["diff", "--format", "json"])
+        .arg(&v1)
+        .arg(&v2)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = stdout(&out);
+    assert!(text.contains("risk"), "{text}");
+    // The registry copy against the new source.
+    let out = ctxpack()
+        .args(["diff", "--registry"])
+        .arg(&reg)
+        .arg("acme/support-agent@1.4.0")
+        .arg(&v2)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout(&out).contains("risk raised"), "{}", stdout(&out));
+    // A source with errors is not published.
+    let broken = write(d, "broken.ctxpack", BROKEN);
+    ctxpack()
+        .args(["publish", "--registry"])
+        .arg(&reg)
+        .arg(&broken)
+        .assert()
+        .code(1);
+}

@@ -24,9 +24,9 @@ pub enum Format {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct DiffArgs {
-    /// The old artifact: a file, or `scope/name@version` in the registry.
+    /// The old version: an artifact or `.ctxpack` source file, or `scope/name@version`.
     pub a: PathBuf,
-    /// The new artifact: a file, or `scope/name@version` in the registry.
+    /// The new version: an artifact or `.ctxpack` source file, or `scope/name@version`.
     pub b: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Human)]
@@ -44,7 +44,19 @@ pub type Loader<'a> = &'a dyn Fn(&Path) -> Result<Artifact, (i32, String)>;
 
 pub fn run(args: &DiffArgs) -> i32 {
     let registry = Registry::from_env_or(args.registry.as_deref());
-    run_with(args, &|path| load_artifact(path, &registry))
+    run_with(args, &|path| {
+        if path.extension().is_some_and(|e| e == "ctxpack") {
+            let options = crate::build::BuildOptions {
+                registry: args.registry.clone(),
+                ..Default::default()
+            };
+            crate::build::build_file(path, &options)
+                .map(|built| built.artifact)
+                .map_err(|e| (e.exit_code(), e.summary()))
+        } else {
+            load_artifact(path, &registry)
+        }
+    })
 }
 
 /// `run` with the inputs loaded by `load`: the seam for accepting `.ctxpack` sources,

@@ -9,7 +9,8 @@ use crate::registry::{Publication, PublishOutcome, Registry, RegistryError};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct PublishArgs {
-    /// The artifact to publish: a JSON file as written by `ctxpack build`.
+    /// What to publish: an artifact (JSON, as `ctxpack build` writes it) or a `.ctxpack`
+    /// source, which is built first.
     pub artifact: PathBuf,
     /// The registry directory [default: $CTXPACK_REGISTRY, else .ctxpack/registry].
     #[arg(long, value_name = "DIR")]
@@ -18,6 +19,21 @@ pub struct PublishArgs {
 
 pub fn run(args: &PublishArgs) -> i32 {
     let registry = Registry::from_env_or(args.registry.as_deref());
+    if args.artifact.extension().is_some_and(|e| e == "ctxpack") {
+        // A source is built first (its imports resolving from the same registry).
+        let options = crate::build::BuildOptions {
+            registry: args.registry.clone(),
+            locked: false,
+            write_lock: true,
+        };
+        return match crate::build::build_file(&args.artifact, &options) {
+            Ok(built) => publish_artifact(&registry, &built.artifact),
+            Err(e) => {
+                eprintln!("error: {}", e.summary());
+                e.exit_code()
+            }
+        };
+    }
     let bytes = match std::fs::read(&args.artifact) {
         Ok(bytes) => bytes,
         Err(e) => {
