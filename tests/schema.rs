@@ -93,12 +93,14 @@ fn every_built_artifact_validates() {
     }
 }
 
+type Mutation = Box<dyn Fn(&mut Value)>;
+
 #[test]
 fn broken_artifacts_do_not_validate() {
     let v = Validator::new();
     let good = artifact_of(&root().join("packs/support/support.ctxpack"));
     v.check(&good).unwrap();
-    let mutations: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+    let mutations: Vec<(&str, Mutation)> = vec![
         ("unknown member", Box::new(|a| a["surprise"] = json!(1))),
         (
             "foreign format",
