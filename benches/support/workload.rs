@@ -1,4 +1,4 @@
-//! The reference workload (`../shared/bench/workload.json`) as a pack and inputs.
+//! The reference workload (`benches/data/workload.json`) as a pack and inputs.
 //! Shared by `benches/runtime.rs` and `examples/bench_report.rs`.
 
 #![allow(dead_code)]
@@ -18,7 +18,7 @@ pub struct Workload {
 }
 
 pub fn path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/bench/workload.json")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/data/workload.json")
 }
 
 fn text(s: &str) -> Template {
