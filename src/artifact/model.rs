@@ -90,6 +90,30 @@ pub enum Type {
     },
 }
 
+impl std::fmt::Display for Type {
+    /// The type as a pack writes it: `string`, `list<int>`, `enum("a", "b")`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Type::String => f.write_str("string"),
+            Type::Int => f.write_str("int"),
+            Type::Float => f.write_str("float"),
+            Type::Bool => f.write_str("bool"),
+            Type::Timestamp => f.write_str("timestamp"),
+            Type::List { items } => write!(f, "list<{items}>"),
+            Type::Enum { variants } => {
+                f.write_str("enum(")?;
+                for (i, v) in variants.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{v:?}")?;
+                }
+                f.write_str(")")
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ContextField {

@@ -19,7 +19,6 @@ use serde_json::{json, Value};
 
 use crate::artifact::{
     Artifact, Block, Bucket, ContextField, Dependency, Intent, Policy, Prohibition, Redactor, Tool,
-    Type,
 };
 
 /// The difference between two artifacts. Serialized, it is the `--format json`
@@ -753,7 +752,7 @@ impl Item for ContextField {
     }
     fn summary(&self) -> String {
         let optional = if self.optional { "optional " } else { "" };
-        format!("{optional}{}", type_name(&self.ty))
+        format!("{optional}{}", self.ty)
     }
 }
 
@@ -830,19 +829,6 @@ impl Item for Dependency {
     }
     fn summary(&self) -> String {
         format!("{} ({})", self.version, self.hash)
-    }
-}
-
-/// A context type as written in a pack: `string`, `list<int>`, `enum(a | b)`.
-fn type_name(ty: &Type) -> String {
-    match ty {
-        Type::String => "string".into(),
-        Type::Int => "int".into(),
-        Type::Float => "float".into(),
-        Type::Bool => "bool".into(),
-        Type::Timestamp => "timestamp".into(),
-        Type::List { items } => format!("list<{}>", type_name(items)),
-        Type::Enum { variants } => format!("enum({})", variants.join(" | ")),
     }
 }
 

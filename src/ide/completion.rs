@@ -51,19 +51,7 @@ enum Block {
     Other,
 }
 
-const ITEM_KEYWORDS: &[&str] = &[
-    "import",
-    "description",
-    "context",
-    "prompt",
-    "budget",
-    "tool",
-    "prohibit",
-    "intent",
-    "redactor",
-    "policy",
-    "block",
-];
+use crate::syntax::ITEM_KEYWORDS;
 const TOOL_KEYWORDS: &[&str] = &["description", "kind", "risk", "approval", "input"];
 const INTENT_KEYWORDS: &[&str] = &["description", "safety", "tools", "task", "budget"];
 const POLICY_KEYWORDS: &[&str] = &[

@@ -92,25 +92,6 @@ pub(crate) fn json_kind(value: &Value) -> &'static str {
     }
 }
 
-fn type_name(ty: &Type) -> String {
-    match ty {
-        Type::String => "string".into(),
-        Type::Int => "int".into(),
-        Type::Float => "float".into(),
-        Type::Bool => "bool".into(),
-        Type::Timestamp => "timestamp".into(),
-        Type::List { items } => format!("list<{}>", type_name(items)),
-        Type::Enum { variants } => format!(
-            "enum({})",
-            variants
-                .iter()
-                .map(|v| format!("{v:?}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
-}
-
 /// Validates every input. `buckets` are the pack's bucket names.
 pub(crate) fn validate_inputs(
     schema: &SchemaNode,
@@ -237,7 +218,7 @@ fn validate_group(
                     if !optional {
                         return Err(CompileError::input(
                             child_path,
-                            format!("missing required field of type {}", type_name(ty)),
+                            format!("missing required field of type {}", ty),
                         ));
                     }
                 } else {
@@ -253,12 +234,8 @@ fn validate_group(
 /// that an integer literal is a valid `float` (`120` for `120.0`), because JSON does not
 /// distinguish the two.
 fn check_type(value: &Value, ty: &Type, path: &str) -> Result<(), CompileError> {
-    let mismatch = || {
-        CompileError::input(
-            path,
-            format!("expected {}, found {}", type_name(ty), json_kind(value)),
-        )
-    };
+    let mismatch =
+        || CompileError::input(path, format!("expected {}, found {}", ty, json_kind(value)));
     match (ty, value) {
         (Type::String, Value::String(_)) => Ok(()),
         (Type::Int, Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(()),
@@ -280,7 +257,7 @@ fn check_type(value: &Value, ty: &Type, path: &str) -> Result<(), CompileError> 
             } else {
                 Err(CompileError::input(
                     path,
-                    format!("{s:?} is not a variant of {}", type_name(ty)),
+                    format!("{s:?} is not a variant of {}", ty),
                 ))
             }
         }

@@ -1259,8 +1259,8 @@ fn starts_with_word(text: &str, word: &str) -> bool {
             .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
-const ITEM_KEYWORDS: &[&str] = &[
-    "pack",
+/// The words that start a top-level item (the `pack` header excepted).
+pub const ITEM_KEYWORDS: &[&str] = &[
     "import",
     "description",
     "context",
@@ -1282,7 +1282,9 @@ fn is_item_keyword(source: &str, at: usize) -> bool {
         && source.as_bytes()[at - 1]
             .to_ascii_lowercase()
             .is_ascii_alphanumeric();
-    !prev_is_word && ITEM_KEYWORDS.iter().any(|k| starts_with_word(text, k))
+    !prev_is_word
+        && (starts_with_word(text, "pack")
+            || ITEM_KEYWORDS.iter().any(|k| starts_with_word(text, k)))
 }
 
 fn at_line_start(src: &[u8], i: usize) -> bool {
