@@ -1,0 +1,16 @@
+//! Runs warm, cache-hit compiles of the reference workload in a loop, for profilers:
+//! `perf record -g target/release/examples/warm_loop 2000`.
+
+use ctxpack::runtime::PreparedPack;
+
+#[path = "../benches/support/workload.rs"]
+mod workload;
+
+fn main() {
+    let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1000);
+    let Some(w) = workload::load(200) else { return };
+    let Ok(pack) = PreparedPack::new(w.artifact.clone()) else { return };
+    for _ in 0..n {
+        std::hint::black_box(pack.compile(&w.inputs).is_ok());
+    }
+}
