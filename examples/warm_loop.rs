@@ -7,9 +7,14 @@ use ctxpack::runtime::PreparedPack;
 mod workload;
 
 fn main() {
-    let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1000);
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1000);
     let Some(w) = workload::load(200) else { return };
-    let Ok(pack) = PreparedPack::new(w.artifact.clone()) else { return };
+    let Ok(pack) = PreparedPack::new(w.artifact.clone()) else {
+        return;
+    };
     for _ in 0..n {
         std::hint::black_box(pack.compile(&w.inputs).is_ok());
     }

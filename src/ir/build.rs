@@ -115,6 +115,7 @@ impl Builder {
     }
 
     fn declare(&mut self, file: &ast::File) {
+        let mut seen_budget = false;
         for item in &file.items {
             match &item.kind {
                 ItemKind::Tool(t) => self.declare_named(SymbolKind::Tool, &t.name),
@@ -122,7 +123,10 @@ impl Builder {
                 ItemKind::Policy(p) => self.declare_named(SymbolKind::Policy, &p.name),
                 ItemKind::Redactor(r) => self.declare_named(SymbolKind::Redactor, &r.name),
                 ItemKind::Block(bl) => self.declare_named(SymbolKind::Block, &bl.name),
-                ItemKind::Budget(budget) => {
+                // A second budget is E0105; its buckets are not declared, so that one
+                // mistake does not also report every bucket as a duplicate.
+                ItemKind::Budget(budget) if !seen_budget => {
+                    seen_budget = true;
                     for bucket in &budget.buckets {
                         self.declare_named(SymbolKind::Bucket, &bucket.name);
                     }
