@@ -73,7 +73,7 @@ enum Command {
         /// A code such as `E0401`.
         code: Option<String>,
     },
-    /// Publish an artifact to the registry under its `scope/name@version`.
+    /// Publish an artifact (or a `.ctxpack` source, built first) to the registry under its `scope/name@version`.
     ///
     /// The artifact is verified first. Publishing identical bytes again is a no-op;
     /// a different artifact under a published version is refused (versions are
