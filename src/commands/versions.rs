@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::exit;
-use crate::registry::{Index, IndexEntry, PackName, Registry};
+use crate::registry::{Index, PackName, Registry};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Format {
@@ -48,16 +48,7 @@ pub fn run(args: &VersionsArgs) -> i32 {
             println!("{}", table.trim_fmt());
         }
         Format::Json => {
-            let index = Index {
-                name: args.name.clone(),
-                versions: versions
-                    .into_iter()
-                    .map(|(version, hash)| IndexEntry {
-                        version: version.to_string(),
-                        hash,
-                    })
-                    .collect(),
-            };
+            let index = Index::new(args.name.clone(), versions);
             match serde_json::to_string_pretty(&index) {
                 Ok(json) => println!("{json}"),
                 Err(e) => {

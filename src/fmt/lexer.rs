@@ -143,31 +143,8 @@ fn is_word_char(b: u8) -> bool {
 fn token_end(source: &str, i: usize) -> usize {
     let bytes = source.as_bytes();
     let b = bytes[i];
-    if source[i..].starts_with("\"\"\"") {
-        let mut j = i + 3;
-        while j < bytes.len() {
-            if bytes[j] == b'\\' {
-                j += 2;
-                continue;
-            }
-            if bytes[j..].starts_with(b"\"\"\"") {
-                return j + 3;
-            }
-            j += 1;
-        }
-        return bytes.len();
-    }
     if b == b'"' {
-        let mut j = i + 1;
-        while j < bytes.len() {
-            match bytes[j] {
-                b'\\' => j += 2,
-                b'"' => return j + 1,
-                b'\n' => return j,
-                _ => j += 1,
-            }
-        }
-        return bytes.len();
+        return crate::syntax::skip_string(bytes, i);
     }
     if is_word_start(b) {
         let mut j = i;

@@ -124,6 +124,22 @@ pub struct IndexEntry {
     pub hash: String,
 }
 
+impl Index {
+    /// The index document for `versions` (already in semver order).
+    pub fn new(name: String, versions: Vec<(semver::Version, String)>) -> Index {
+        Index {
+            name,
+            versions: versions
+                .into_iter()
+                .map(|(version, hash)| IndexEntry {
+                    version: version.to_string(),
+                    hash,
+                })
+                .collect(),
+        }
+    }
+}
+
 /// A registry directory. Opening one touches nothing; `publish` creates directories as
 /// it needs them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -234,16 +250,7 @@ impl Registry {
             let bytes = std::fs::read(&path).map_err(io_err("read", &path))?;
             versions.push((version, verify_stored(&path, &bytes)?));
         }
-        let index = Index {
-            name: name.to_string(),
-            versions: versions
-                .into_iter()
-                .map(|(version, hash)| IndexEntry {
-                    version: version.to_string(),
-                    hash,
-                })
-                .collect(),
-        };
+        let index = Index::new(name.to_string(), versions);
         let value = serde_json::to_value(&index)
             .map_err(|e| RegistryError::Unpublishable(e.to_string()))?;
         let bytes = canonical_bytes(&value);

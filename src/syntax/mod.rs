@@ -7,4 +7,4 @@ mod parser;
 pub mod strings;
 pub mod template;
 
-pub use parser::{doc_above, parse, ITEM_KEYWORDS};
+pub use parser::{doc_above, parse, skip_string, ITEM_KEYWORDS};

@@ -1296,8 +1296,9 @@ fn at_line_start(src: &[u8], i: usize) -> bool {
 }
 
 /// Skips a `"..."` or `"""..."""` string starting at `i`; returns the offset after it
-/// (or the end of the line for an unterminated plain string).
-fn skip_string(src: &[u8], i: usize) -> usize {
+/// (or the end of the line for an unterminated plain string). Shared with the
+/// formatter's lexer so both agree on where a string ends.
+pub fn skip_string(src: &[u8], i: usize) -> usize {
     if src[i..].starts_with(b"\"\"\"") {
         let mut j = i + 3;
         while j < src.len() {
