@@ -29,6 +29,7 @@ pub mod envelope;
 pub mod error;
 pub mod inputs;
 pub mod intent;
+pub mod memo;
 pub mod policy;
 pub mod render;
 pub mod template;
@@ -71,6 +72,8 @@ pub struct PreparedPack {
     /// Counts of texts that never change, for the pack's tokenizer, by BLAKE3.
     static_counts: HashMap<[u8; 32], usize>,
     cache: Mutex<TokenCache>,
+    /// The BLAKE3 of caller contents seen before (see [`memo`]).
+    hashes: Mutex<memo::HashMemo>,
 }
 
 impl std::fmt::Debug for PreparedPack {
@@ -164,6 +167,7 @@ impl PreparedPack {
             tool_texts,
             static_counts,
             cache: Mutex::new(TokenCache::default()),
+            hashes: Mutex::new(memo::HashMemo::default()),
         })
     }
 
@@ -172,9 +176,14 @@ impl PreparedPack {
         &self.artifact
     }
 
-    /// Forgets every cached token count (the pre-counted static texts stay).
+    /// Forgets every cached token count and content hash, as for a pack prepared
+    /// anew (the pre-counted static texts stay).
     pub fn clear_token_cache(&self) {
         self.cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        self.hashes
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
@@ -430,18 +439,21 @@ impl PreparedPack {
                 ));
             }
         }
-        // The BLAKE3 of every caller content, computed once: the ledger records it and
-        // lane blocks derive their cache keys from it.
-        let evidence_hashes: Vec<blake3::Hash> = inputs
-            .evidence
-            .iter()
-            .map(|e| blake3::hash(e.content.as_bytes()))
-            .collect();
-        let memory_hashes: Vec<blake3::Hash> = inputs
-            .memory
-            .iter()
-            .map(|m| blake3::hash(m.content.as_bytes()))
-            .collect();
+        // The BLAKE3 of every caller content, computed once (or remembered from an
+        // earlier compile): the ledger records evidence and memory hashes, turn ids are
+        // made of them, and lane blocks derive their cache keys from them.
+        let mut content_hashes = memo::hash_all(
+            &self.hashes,
+            inputs
+                .evidence
+                .iter()
+                .map(|e| e.content.as_str())
+                .chain(inputs.memory.iter().map(|m| m.content.as_str()))
+                .chain(request.history.iter().map(|t| t.content.as_str())),
+        );
+        let turn_hashes = content_hashes.split_off(inputs.evidence.len() + inputs.memory.len());
+        let memory_hashes = content_hashes.split_off(inputs.evidence.len());
+        let evidence_hashes = content_hashes;
         for (e, hash) in inputs.evidence.iter().zip(&evidence_hashes) {
             let prefix = format!(
                 "<evidence id=\"{}\" source=\"{}\">",
@@ -485,8 +497,7 @@ impl PreparedPack {
         // A turn's id is the BLAKE3 of its content as supplied; a repeated content
         // ("ok", "thanks") gets `#2`, `#3`, ... so that every id names one turn.
         let mut seen_turns: HashMap<blake3::Hash, usize> = HashMap::new();
-        for (i, t) in request.history.iter().enumerate() {
-            let hash = blake3::hash(t.content.as_bytes());
+        for (i, (t, &hash)) in request.history.iter().zip(&turn_hashes).enumerate() {
             let n = seen_turns.entry(hash).or_insert(0);
             *n += 1;
             let id = if *n == 1 {

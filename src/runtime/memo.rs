@@ -1,0 +1,158 @@
+//! The BLAKE3 of caller contents, remembered across compiles.
+//!
+//! The ledger records the BLAKE3 of every evidence and memory content, and a history
+//! turn's id is the BLAKE3 of its content, so a compile must know the hash of several
+//! hundred kilobytes of caller text. Hosts send the same evidence again and again (a
+//! retrieval result, a session's history), and hashing it anew was a third of a warm
+//! compile. This memo maps a content, *compared in full*, to its BLAKE3: a lookup
+//! costs a fast non-cryptographic hash and one `memcmp`, an order of magnitude less
+//! than BLAKE3 of the same bytes.
+//!
+//! Correctness never rests on the fast hash: a hit requires byte equality with the
+//! stored content, so a crafted collision of the fast hash only costs a miss. Like the
+//! token cache, the memo changes how fast a result comes, never the result.
+//!
+//! It is bounded by the bytes of content it holds: when an insertion would exceed the
+//! bound it is cleared (no recency tracking, so a hit stays one lookup).
+
+use std::collections::HashMap;
+
+use foldhash::fast::RandomState;
+
+/// Content bytes held at most, by default (contents are stored once each).
+pub const DEFAULT_MEMO_BYTES: usize = 64 << 20;
+
+/// Content → BLAKE3, bounded by total content bytes.
+#[derive(Debug)]
+pub struct HashMemo {
+    map: HashMap<Box<str>, blake3::Hash, RandomState>,
+    bytes: usize,
+    capacity_bytes: usize,
+}
+
+impl Default for HashMemo {
+    fn default() -> Self {
+        HashMemo::with_capacity_bytes(DEFAULT_MEMO_BYTES)
+    }
+}
+
+impl HashMemo {
+    /// An empty memo that holds at most `capacity_bytes` of content.
+    pub fn with_capacity_bytes(capacity_bytes: usize) -> Self {
+        HashMemo {
+            map: HashMap::default(),
+            bytes: 0,
+            capacity_bytes,
+        }
+    }
+
+    /// The remembered hash of `content`.
+    pub fn get(&self, content: &str) -> Option<blake3::Hash> {
+        self.map.get(content).copied()
+    }
+
+    /// Remembers `hash` as the BLAKE3 of `content`. Contents larger than the whole
+    /// bound are not kept.
+    pub fn insert(&mut self, content: &str, hash: blake3::Hash) {
+        if content.len() > self.capacity_bytes || self.map.contains_key(content) {
+            return;
+        }
+        if self.bytes + content.len() > self.capacity_bytes {
+            self.clear();
+        }
+        self.bytes += content.len();
+        self.map.insert(content.into(), hash);
+    }
+
+    /// Forgets everything.
+    pub fn clear(&mut self) {
+        self.map.clear();
+        self.bytes = 0;
+    }
+
+    /// Number of contents remembered.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Bytes of content held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+/// The BLAKE3 of each of `contents`, in order, from `memo` where it knows them.
+///
+/// The memo is locked twice (to look up, then to record what was missing) and never
+/// while hashing, so concurrent compiles only contend for map operations.
+pub(crate) fn hash_all<'a>(
+    memo: &std::sync::Mutex<HashMemo>,
+    contents: impl Iterator<Item = &'a str> + Clone,
+) -> Vec<blake3::Hash> {
+    let known: Vec<Option<blake3::Hash>> = {
+        let memo = memo
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        contents.clone().map(|c| memo.get(c)).collect()
+    };
+    let mut fresh = Vec::new();
+    let hashes: Vec<blake3::Hash> = contents
+        .zip(known)
+        .map(|(c, known)| {
+            known.unwrap_or_else(|| {
+                let h = blake3::hash(c.as_bytes());
+                fresh.push((c, h));
+                h
+            })
+        })
+        .collect();
+    if !fresh.is_empty() {
+        let mut memo = memo
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (c, h) in fresh {
+            memo.insert(c, h);
+        }
+    }
+    hashes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[test]
+    fn hashes_equal_blake3_hit_or_miss() {
+        let memo = Mutex::new(HashMemo::default());
+        let contents = ["alpha", "beta", "alpha", ""];
+        for _ in 0..2 {
+            let got = hash_all(&memo, contents.iter().copied());
+            let want: Vec<_> = contents
+                .iter()
+                .map(|c| blake3::hash(c.as_bytes()))
+                .collect();
+            assert_eq!(got, want);
+        }
+        assert_eq!(memo.lock().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn bounded_by_bytes() {
+        let mut memo = HashMemo::with_capacity_bytes(10);
+        memo.insert("12345", blake3::hash(b"12345"));
+        memo.insert("678", blake3::hash(b"678"));
+        assert_eq!(memo.bytes(), 8);
+        // Would exceed the bound: the memo starts over.
+        memo.insert("abcd", blake3::hash(b"abcd"));
+        assert_eq!((memo.len(), memo.bytes()), (1, 4));
+        // Larger than the whole bound: never kept.
+        memo.insert("this is too long", blake3::hash(b"this is too long"));
+        assert_eq!(memo.get("this is too long"), None);
+        assert_eq!(memo.get("abcd"), Some(blake3::hash(b"abcd")));
+    }
+}
