@@ -1,11 +1,14 @@
 //! Canonical JSON: keys sorted by their UTF-8 bytes, no insignificant whitespace,
-//! numbers and strings as serde_json writes them, a final newline.
+//! numbers and strings as serde_json writes them (through [`super::json`]), a final
+//! newline.
 //!
 //! We write the bytes ourselves rather than rely on serde_json's map ordering, so that
 //! turning on a feature such as `preserve_order` anywhere in the dependency graph can
 //! never change a hash.
 
 use serde_json::Value;
+
+use super::json;
 
 /// The canonical bytes of `value`, final newline included.
 pub fn canonical_bytes(value: &Value) -> Vec<u8> {
@@ -30,7 +33,7 @@ fn write_value(value: &Value, out: &mut Vec<u8>) {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_key(key, out);
+                json::write_str(out, key);
                 out.push(b':');
                 write_value(item, out);
             }
@@ -50,18 +53,9 @@ fn write_value(value: &Value, out: &mut Vec<u8>) {
     }
 }
 
-/// Writes a key exactly as `write_scalar` would write it as a string value, without
-/// cloning it into a `Value` first (this runs once per key of every envelope).
-fn write_key(key: &str, out: &mut Vec<u8>) {
-    if serde_json::to_writer(&mut *out, key).is_err() {
-        out.extend_from_slice(b"\"\"");
-    }
-}
-
 fn write_scalar(value: &Value, out: &mut Vec<u8>) {
-    // Serializing a scalar `Value` into a Vec cannot fail: there is no I/O and no map
-    // key that could be rejected.
-    if serde_json::to_writer(&mut *out, value).is_err() {
+    // A scalar has no map key that could be rejected: serializing it cannot fail.
+    if json::to_sink(value, out).is_err() {
         out.extend_from_slice(b"null");
     }
 }

@@ -6,6 +6,7 @@
 //! (which consumes it), so the two can never disagree about a field.
 
 pub mod canonical;
+pub mod json;
 pub mod model;
 pub mod name;
 pub mod verify;

@@ -26,7 +26,7 @@
 //! of hundreds of evidence items well under a millisecond.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use crate::artifact::Overflow;
 use crate::tokens::{truncate_to, Tokenizer};
@@ -44,22 +44,25 @@ pub(crate) enum Lane {
     Redacted { escape: bool },
 }
 
-/// A block before filling.
+/// A block before filling. Its strings borrow from the artifact and the inputs where
+/// they can, so a compile copies only what the envelope keeps.
 #[derive(Debug, Clone)]
 pub(crate) struct Candidate<'a> {
-    pub id: String,
-    pub bucket: String,
+    pub id: Cow<'a, str>,
+    pub bucket: &'a str,
     pub source: BlockSource,
-    pub origin: String,
+    pub origin: Cow<'a, str>,
     pub trust: Trust,
     pub priority: i64,
     pub score: f64,
     /// For session turns, the turn index (newest first when filling).
     pub turn: Option<(usize, Role)>,
+    /// For evidence, its index in the caller's list (for the evidence manifest).
+    pub evidence: Option<usize>,
     /// Determines the text: equal keys mean equal texts (see the module docs).
     pub key: [u8; 32],
     /// Wrapper before the content (`<evidence ...>`, `user: `), possibly empty.
-    pub prefix: String,
+    pub prefix: Cow<'a, str>,
     /// The content before redaction and escaping.
     pub raw: Cow<'a, str>,
     pub lane: Lane,
@@ -81,17 +84,14 @@ pub(crate) trait Counter {
 
 impl Candidate<'_> {
     /// The content as it renders inside the wrapper.
-    fn content(&self, counter: &dyn Counter) -> String {
+    fn content<'s>(&'s self, counter: &dyn Counter) -> Cow<'s, str> {
         match self.lane {
-            Lane::Plain => self.raw.to_string(),
-            Lane::Redacted { escape } => {
-                let redacted = counter.redact(&self.raw);
-                if escape {
-                    escape_lane_content(&redacted)
-                } else {
-                    redacted.into_owned()
-                }
-            }
+            Lane::Plain => Cow::Borrowed(&self.raw),
+            Lane::Redacted { escape } => match counter.redact(&self.raw) {
+                Cow::Borrowed(text) if escape => escape_lane_content(text),
+                Cow::Owned(text) if escape => Cow::Owned(escape_lane_content(&text).into_owned()),
+                redacted => redacted,
+            },
         }
     }
 
@@ -102,30 +102,44 @@ impl Candidate<'_> {
         s.push_str(self.suffix);
         s
     }
+
+    /// The whole text: wrapper around the rendered content.
+    fn text(&self, counter: &dyn Counter) -> String {
+        self.text_with(&self.content(counter))
+    }
 }
 
 /// Escapes an attribute value.
+#[cfg(test)]
 pub(crate) fn escape_attr(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
-    for c in value.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '"' => out.push_str("&quot;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            c => out.push(c),
-        }
-    }
+    escape_attr_into(&mut out, value);
     out
 }
 
+/// Appends `value` to `out`, attribute-escaped.
+pub(crate) fn escape_attr_into(out: &mut String, value: &str) {
+    let mut rest = value;
+    while let Some(at) = rest.find(['&', '"', '<', '>']) {
+        out.push_str(&rest[..at]);
+        out.push_str(match rest.as_bytes()[at] {
+            b'&' => "&amp;",
+            b'"' => "&quot;",
+            b'<' => "&lt;",
+            _ => "&gt;",
+        });
+        rest = &rest[at + 1..];
+    }
+    out.push_str(rest);
+}
+
 /// Escapes the `<` of every `</evidence` and `</memory`, ignoring ASCII case.
-pub(crate) fn escape_lane_content(content: &str) -> String {
+pub(crate) fn escape_lane_content(content: &str) -> Cow<'_, str> {
     const CLOSERS: [&[u8]; 2] = [b"</evidence", b"</memory"];
     let bytes = content.as_bytes();
     // Fast path (a SIMD substring search): most content has no `</` at all.
     if !content.contains("</") {
-        return content.to_owned();
+        return Cow::Borrowed(content);
     }
     let mut out = String::with_capacity(content.len() + 8);
     let mut last = 0;
@@ -146,7 +160,7 @@ pub(crate) fn escape_lane_content(content: &str) -> String {
         i += 1;
     }
     out.push_str(&content[last..]);
-    out
+    Cow::Owned(out)
 }
 
 /// The result of filling every bucket.
@@ -156,8 +170,9 @@ pub(crate) struct Assembly {
     pub used: BTreeMap<String, u64>,
     pub truncations: BTreeMap<String, bool>,
     pub dropped: BTreeMap<String, Vec<String>>,
-    /// Evidence ids with (included, truncated), in the order tried.
-    pub evidence: Vec<(String, bool, bool)>,
+    /// Evidence (by index in the caller's list) with (included, truncated), in the
+    /// order tried.
+    pub evidence: Vec<(usize, bool, bool)>,
     pub warnings: Vec<String>,
 }
 
@@ -175,9 +190,9 @@ pub(crate) fn assemble(
     candidates: Vec<Candidate<'_>>,
     counter: &dyn Counter,
 ) -> Result<Assembly, CompileError> {
-    let mut by_bucket: BTreeMap<String, Vec<Candidate<'_>>> = BTreeMap::new();
+    let mut by_bucket: BTreeMap<&str, Vec<Candidate<'_>>> = BTreeMap::new();
     for c in candidates {
-        by_bucket.entry(c.bucket.clone()).or_default().push(c);
+        by_bucket.entry(c.bucket).or_default().push(c);
     }
     let mut out = Assembly::default();
     for b in buckets {
@@ -188,19 +203,19 @@ pub(crate) fn assemble(
 
     // Blocks routed to a bucket the budget does not declare can never be rendered.
     for (name, blocks) in &by_bucket {
-        if buckets.iter().any(|b| b.name == name) {
+        if buckets.iter().any(|b| b.name == *name) {
             continue;
         }
         out.warnings.push(format!(
             "no bucket `{name}` in the budget: {} block(s) dropped",
             blocks.len()
         ));
-        out.truncations.insert(name.clone(), true);
-        let ids = out.dropped.entry(name.clone()).or_default();
+        out.truncations.insert((*name).to_owned(), true);
+        let ids = out.dropped.entry((*name).to_owned()).or_default();
         for c in blocks {
-            ids.push(c.id.clone());
-            if c.source == BlockSource::Evidence {
-                out.evidence.push((c.id.clone(), false, false));
+            ids.push(c.id.clone().into_owned());
+            if let Some(i) = c.evidence {
+                out.evidence.push((i, false, false));
             }
         }
     }
@@ -212,28 +227,17 @@ pub(crate) fn assemble(
             continue;
         };
         sort_blocks(&mut blocks);
-        let filled = fill(plan, blocks, counter)?;
+        let filled = fill(plan, blocks, counter, &mut out.evidence)?;
         let mut kept = filled.kept;
-        if kept.iter().any(|b| b.0.turn.is_some()) {
+        if kept.iter().any(|k| k.0.is_some()) {
             // Session turns fill newest first but render in chronological order.
-            kept.sort_by_key(|b| b.0.turn.map(|t| t.0));
+            kept.sort_by_key(|k| k.0);
         }
         out.used.insert(plan.name.to_owned(), filled.used);
         out.truncations.insert(
             plan.name.to_owned(),
             filled.truncated || !filled.dropped.is_empty(),
         );
-        let kept_by_id: HashMap<&str, bool> = kept
-            .iter()
-            .map(|k| (k.0.id.as_str(), k.1.truncated))
-            .collect();
-        for c in &filled.tried {
-            if c.source == BlockSource::Evidence {
-                let included = kept_by_id.get(c.id.as_str());
-                out.evidence
-                    .push((c.id.clone(), included.is_some(), included == Some(&true)));
-            }
-        }
         out.dropped.insert(plan.name.to_owned(), filled.dropped);
         out.blocks.extend(kept.into_iter().map(|(_, block)| block));
     }
@@ -254,93 +258,89 @@ fn sort_blocks(blocks: &mut [Candidate<'_>]) {
 }
 
 struct Filled {
-    kept: Vec<(KeptRef, ContextBlock)>,
-    tried: Vec<KeptRef>,
+    /// Kept blocks with their turn index (for session turns).
+    kept: Vec<(Option<usize>, ContextBlock)>,
     dropped: Vec<String>,
     used: u64,
     truncated: bool,
 }
 
-/// What the assembly needs to remember about a candidate after rendering it.
-#[derive(Clone)]
-struct KeptRef {
-    id: String,
-    source: BlockSource,
-    turn: Option<(usize, Role)>,
-}
-
+/// Fills one bucket in order, recording the fate of each evidence item in `evidence`.
 fn fill(
     plan: &BucketPlan<'_>,
     blocks: Vec<Candidate<'_>>,
     counter: &dyn Counter,
+    evidence: &mut Vec<(usize, bool, bool)>,
 ) -> Result<Filled, CompileError> {
     let mut remaining = usize::try_from(plan.allocation).unwrap_or(usize::MAX);
     let mut f = Filled {
         kept: Vec::new(),
-        tried: Vec::new(),
         dropped: Vec::new(),
         used: 0,
         truncated: false,
+    };
+    let mut outcome = |c: &Candidate<'_>, included: bool, truncated: bool| {
+        if let Some(i) = c.evidence {
+            evidence.push((i, included, truncated));
+        }
     };
     // Set once the rest of the bucket must be dropped: after a truncation, or after a
     // session turn that did not fit (session keeps a contiguous run of the newest).
     let mut closed = false;
     for c in blocks {
-        let r = KeptRef {
-            id: c.id.clone(),
-            source: c.source,
-            turn: c.turn,
-        };
-        f.tried.push(r.clone());
         if closed {
-            f.dropped.push(c.id);
+            outcome(&c, false, false);
+            f.dropped.push(c.id.into_owned());
             continue;
         }
         // Build the text only on a cache miss or once the block is kept.
-        let (tokens, mut built) = match counter.cached(&c.key) {
+        let (tokens, built) = match counter.cached(&c.key) {
             Some(n) => (n, None),
             None => {
-                let content = c.content(counter);
-                let text = c.text_with(&content);
+                let text = c.text(counter);
                 let n = counter.count(&text);
                 counter.store(c.key, n);
-                (n, Some((text, content)))
+                (n, Some(text))
             }
         };
         if tokens <= remaining {
             remaining -= tokens;
             f.used += tokens as u64;
-            let (text, content) = built.take().unwrap_or_else(|| {
-                let content = c.content(counter);
-                (c.text_with(&content), content)
-            });
-            f.kept.push((r, block(&c, text, content, tokens, false)));
+            let text = built.unwrap_or_else(|| c.text(counter));
+            outcome(&c, true, false);
+            f.kept
+                .push((c.turn.map(|t| t.0), block(c, text, tokens, false)));
             continue;
         }
         match plan.overflow {
             Overflow::Error => {
                 return Err(CompileError::OverflowError {
                     bucket: plan.name.to_owned(),
-                    block: c.id,
+                    block: c.id.into_owned(),
                     tokens,
                     remaining,
                 })
             }
             Overflow::Drop => {
                 closed = c.turn.is_some();
-                f.dropped.push(c.id);
+                outcome(&c, false, false);
+                f.dropped.push(c.id.into_owned());
             }
             Overflow::Truncate => {
                 closed = true;
-                let content = built.map_or_else(|| c.content(counter), |(_, content)| content);
-                match truncated(&c, &content, remaining, counter) {
-                    Some((text, content, tokens)) => {
+                match truncated(&c, &c.content(counter), remaining, counter) {
+                    Some((text, tokens)) => {
                         remaining -= tokens;
                         f.used += tokens as u64;
                         f.truncated = true;
-                        f.kept.push((r, block(&c, text, content, tokens, true)));
+                        outcome(&c, true, true);
+                        f.kept
+                            .push((c.turn.map(|t| t.0), block(c, text, tokens, true)));
                     }
-                    None => f.dropped.push(c.id),
+                    None => {
+                        outcome(&c, false, false);
+                        f.dropped.push(c.id.into_owned());
+                    }
                 }
             }
         }
@@ -348,29 +348,23 @@ fn fill(
     Ok(f)
 }
 
-fn block(
-    c: &Candidate<'_>,
-    text: String,
-    content: String,
-    tokens: usize,
-    truncated: bool,
-) -> ContextBlock {
+fn block(c: Candidate<'_>, text: String, tokens: usize, truncated: bool) -> ContextBlock {
     ContextBlock {
-        id: c.id.clone(),
-        bucket: c.bucket.clone(),
+        id: c.id.into_owned(),
+        bucket: c.bucket.to_owned(),
         source: c.source,
-        origin: c.origin.clone(),
+        origin: c.origin.into_owned(),
         trust: c.trust,
         priority: c.priority,
         tokens: tokens as u64,
         truncated,
         text,
-        turn: c.turn.map(|(_, role)| (role, content)),
+        turn: c.turn.map(|(_, role)| role),
     }
 }
 
-/// The block cut to at most `remaining` tokens: `(text, kept content, tokens)`, or
-/// `None` when not even one token of content fits inside the wrapper.
+/// The block cut to at most `remaining` tokens: `(text, tokens)`, or `None` when not
+/// even one token of content fits inside the wrapper.
 ///
 /// Tokenizing the wrapper and the content together can merge across their border, so
 /// the content budget is a first guess that is corrected until the whole text fits.
@@ -379,7 +373,7 @@ fn truncated(
     content: &str,
     remaining: usize,
     counter: &dyn Counter,
-) -> Option<(String, String, usize)> {
+) -> Option<(String, usize)> {
     let wrapper = counter.count(&format!("{}{}", c.prefix, c.suffix));
     let mut target = remaining.checked_sub(wrapper)?;
     while target > 0 {
@@ -390,7 +384,7 @@ fn truncated(
         let text = c.text_with(cut);
         let tokens = counter.count(&text);
         if tokens <= remaining {
-            return Some((text, cut.to_owned(), tokens));
+            return Some((text, tokens));
         }
         target = target.saturating_sub((tokens - remaining).max(1));
     }
@@ -423,18 +417,19 @@ mod tests {
         }
     }
 
-    fn ev(id: &str, score: f64, content: &str) -> Candidate<'static> {
+    fn ev(index: usize, id: &str, score: f64, content: &str) -> Candidate<'static> {
         Candidate {
-            id: id.into(),
-            bucket: "evidence".into(),
+            id: Cow::Owned(id.into()),
+            bucket: "evidence",
             source: BlockSource::Evidence,
             origin: "kb://x".into(),
             trust: Trust::Untrusted,
             priority: 0,
             score,
             turn: None,
+            evidence: Some(index),
             key: [0; 32],
-            prefix: format!("<evidence id=\"{}\" source=\"kb://x\">", escape_attr(id)),
+            prefix: format!("<evidence id=\"{}\" source=\"kb://x\">", escape_attr(id)).into(),
             raw: Cow::Owned(content.to_owned()),
             lane: Lane::Redacted { escape: true },
             suffix: "</evidence>",
@@ -443,14 +438,15 @@ mod tests {
 
     fn turn(i: usize, content: &str) -> Candidate<'static> {
         Candidate {
-            id: format!("t{i}"),
-            bucket: "session".into(),
+            id: format!("t{i}").into(),
+            bucket: "session",
             source: BlockSource::Session,
-            origin: i.to_string(),
+            origin: i.to_string().into(),
             trust: Trust::Untrusted,
             priority: 0,
             score: 0.0,
             turn: Some((i, Role::User)),
+            evidence: None,
             key: [0; 32],
             prefix: "user: ".into(),
             raw: Cow::Owned(content.to_owned()),
@@ -480,20 +476,20 @@ mod tests {
 
     #[test]
     fn drop_keeps_trying_smaller_blocks() {
-        let blocks = vec![ev("a", 0.9, &"x".repeat(200)), ev("b", 0.5, "small")];
+        let blocks = vec![ev(0, "a", 0.9, &"x".repeat(200)), ev(1, "b", 0.5, "small")];
         let a = assemble(&[plan("evidence", Overflow::Drop, 30)], blocks, &Plain).unwrap();
         assert_eq!(a.dropped["evidence"], vec!["a"]);
         assert_eq!(a.blocks.len(), 1);
         assert!(a.truncations["evidence"]);
-        assert_eq!(
-            a.evidence,
-            vec![("a".into(), false, false), ("b".into(), true, false)]
-        );
+        assert_eq!(a.evidence, vec![(0, false, false), (1, true, false)]);
     }
 
     #[test]
     fn truncate_cuts_content_and_keeps_closing_tag() {
-        let blocks = vec![ev("a", 0.9, &"word ".repeat(100)), ev("b", 0.5, "small")];
+        let blocks = vec![
+            ev(0, "a", 0.9, &"word ".repeat(100)),
+            ev(1, "b", 0.5, "small"),
+        ];
         let a = assemble(&[plan("evidence", Overflow::Truncate, 30)], blocks, &Plain).unwrap();
         assert_eq!(a.blocks.len(), 1);
         let b = &a.blocks[0];
@@ -506,7 +502,7 @@ mod tests {
     fn error_overflow_fails() {
         let e = assemble(
             &[plan("evidence", Overflow::Error, 3)],
-            vec![ev("a", 0.0, "hello there")],
+            vec![ev(0, "a", 0.0, "hello there")],
             &Plain,
         )
         .unwrap_err();
@@ -528,7 +524,7 @@ mod tests {
 
     #[test]
     fn missing_bucket_drops_everything() {
-        let a = assemble(&[], vec![ev("a", 0.0, "x")], &Plain).unwrap();
+        let a = assemble(&[], vec![ev(0, "a", 0.0, "x")], &Plain).unwrap();
         assert_eq!(a.dropped["evidence"], vec!["a"]);
         assert_eq!(a.warnings.len(), 1);
     }

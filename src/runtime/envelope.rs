@@ -8,7 +8,8 @@
 //!
 //! Going through `serde_json::Value` to canonicalize costs an allocation per key and
 //! string, which was a third of a warm compile. So the envelope serializes canonically
-//! *directly*: every struct declares its fields in sorted order, maps are `BTreeMap`s,
+//! *directly*, with [`crate::artifact::json`] (serde_json's bytes, faster on long
+//! strings): every struct declares its fields in sorted order, maps are `BTreeMap`s,
 //! and free JSON (`json_schema`, `effects`) is written through [`SortedValue`], which
 //! sorts object keys itself (never relying on serde_json's `preserve_order` being off).
 //! A test checks that
@@ -21,6 +22,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use serde::ser::{SerializeMap, SerializeSeq};
+
+use crate::artifact::json;
 
 use super::inputs::Role;
 use super::tools::ToolManifestEntry;
@@ -102,10 +105,23 @@ pub struct ContextBlock {
     pub tokens: u64,
     pub truncated: bool,
     pub trust: Trust,
-    /// For a history turn: its role and content (redacted, possibly truncated), for the
-    /// provider renders, which send turns without the `ROLE: ` prefix.
+    /// For a history turn, its role (see [`ContextBlock::turn_content`]).
     #[serde(skip)]
-    pub turn: Option<(Role, String)>,
+    pub turn: Option<Role>,
+}
+
+impl ContextBlock {
+    /// For a history turn: its role and content (redacted, possibly truncated), which
+    /// is the text after its `ROLE: ` prefix. The provider renders send turns without
+    /// the prefix.
+    pub fn turn_content(&self) -> Option<(Role, &str)> {
+        let role = self.turn?;
+        let content = self
+            .text
+            .strip_prefix(role.as_str())
+            .and_then(|rest| rest.strip_prefix(": "))?;
+        Some((role, content))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -270,10 +286,14 @@ impl CompiledContext {
     /// `ctxpack compile --target raw` prints.
     pub fn canonical_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64 * 1024);
-        // Writing plain data into a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut out, self);
+        self.write_canonical(&mut out);
         out.push(b'\n');
         out
+    }
+
+    fn write_canonical<S: json::Sink>(&self, out: &mut S) {
+        // Plain data with string keys: serialization cannot fail.
+        let _ = json::to_sink(self, out);
     }
 
     /// The hash the ledger records: BLAKE3 of the canonical bytes without
@@ -283,10 +303,11 @@ impl CompiledContext {
         if !self.context_ledger.hash.is_empty() {
             unsealed.to_mut().context_ledger.hash.clear();
         }
-        // Buffer, then hash once: serde_json writes many tiny pieces, and feeding them
-        // to BLAKE3 one by one costs more than the copy (and loses its SIMD lanes).
-        let bytes = unsealed.canonical_bytes();
-        format!("blake3:{}", blake3::hash(&bytes).to_hex())
+        // Streamed into BLAKE3 through a fixed buffer: the document is never held whole.
+        let mut sink = json::HashSink::default();
+        unsealed.write_canonical(&mut sink);
+        json::Sink::put(&mut sink, b"\n");
+        format!("blake3:{}", sink.finalize().to_hex())
     }
 
     /// Computes and stores `context_ledger.hash`.

@@ -47,7 +47,7 @@ use serde_json::{json, Value};
 use crate::artifact::{Artifact, Budget, Effect, Prompts, PPM};
 use crate::tokens::{self, TokenCache, Tokenizer};
 
-use assemble::{escape_attr, BucketPlan, Candidate, Lane};
+use assemble::{escape_attr_into, BucketPlan, Candidate, Lane};
 use budget::BucketSpec;
 pub use envelope::*;
 pub use error::CompileError;
@@ -378,7 +378,14 @@ impl PreparedPack {
         )?;
 
         // Stage 7: candidates from every source, then filling.
-        let mut candidates = Vec::new();
+        let mut candidates = Vec::with_capacity(
+            artifact.blocks.len()
+                + fired.len()
+                + tool_manifest.len()
+                + inputs.evidence.len()
+                + inputs.memory.len()
+                + request.history.len(),
+        );
         for b in &artifact.blocks {
             // A block whose bucket is not declared is dropped unrendered.
             let content = if self.bucket_names.contains(&b.bucket) {
@@ -392,12 +399,12 @@ impl PreparedPack {
                 String::new()
             };
             candidates.push(trusted(
-                &b.name,
+                Cow::Borrowed(&b.name),
                 &b.bucket,
                 BlockSource::Block,
                 &b.name,
                 b.priority,
-                content,
+                Cow::Owned(content),
             ));
         }
         for p in &fired {
@@ -406,9 +413,9 @@ impl PreparedPack {
                 if let Effect::Instruct(t) = e {
                     n += 1;
                     let id = if n == 1 {
-                        p.name.clone()
+                        Cow::Borrowed(p.name.as_str())
                     } else {
-                        format!("{}#{n}", p.name)
+                        Cow::Owned(format!("{}#{n}", p.name))
                     };
                     let text = template::render(
                         t,
@@ -417,25 +424,29 @@ impl PreparedPack {
                         &mut diagnostics,
                     );
                     candidates.push(trusted(
-                        &id,
+                        id,
                         "policy",
                         BlockSource::Policy,
                         &p.name,
                         p.priority,
-                        text,
+                        Cow::Owned(text),
                     ));
                 }
             }
         }
-        for (entry, text) in tool_manifest.iter().zip(&self.tool_texts) {
+        for ((entry, tool), text) in tool_manifest
+            .iter()
+            .zip(&artifact.tools)
+            .zip(&self.tool_texts)
+        {
             if entry.surfaced {
                 candidates.push(trusted(
-                    &entry.name,
+                    Cow::Borrowed(&tool.name),
                     "tools",
                     BlockSource::Tool,
-                    &entry.name,
+                    &tool.name,
                     0,
-                    text.clone(),
+                    Cow::Borrowed(text),
                 ));
             }
         }
@@ -454,41 +465,47 @@ impl PreparedPack {
         let turn_hashes = content_hashes.split_off(inputs.evidence.len() + inputs.memory.len());
         let memory_hashes = content_hashes.split_off(inputs.evidence.len());
         let evidence_hashes = content_hashes;
-        for (e, hash) in inputs.evidence.iter().zip(&evidence_hashes) {
-            let prefix = format!(
-                "<evidence id=\"{}\" source=\"{}\">",
-                escape_attr(&e.id),
-                escape_attr(&e.source)
-            );
+        for (i, (e, hash)) in inputs.evidence.iter().zip(&evidence_hashes).enumerate() {
+            let mut prefix = String::with_capacity(32 + e.id.len() + e.source.len());
+            prefix.push_str("<evidence id=\"");
+            escape_attr_into(&mut prefix, &e.id);
+            prefix.push_str("\" source=\"");
+            escape_attr_into(&mut prefix, &e.source);
+            prefix.push_str("\">");
             candidates.push(Candidate {
-                id: e.id.clone(),
-                bucket: "evidence".into(),
+                id: Cow::Borrowed(&e.id),
+                bucket: "evidence",
                 source: BlockSource::Evidence,
-                origin: e.source.clone(),
+                origin: Cow::Borrowed(&e.source),
                 trust: Trust::Untrusted,
                 priority: 0,
                 score: e.score,
                 turn: None,
+                evidence: Some(i),
                 key: lane_key(&prefix, hash, "</evidence>", &redaction_key),
-                prefix,
+                prefix: Cow::Owned(prefix),
                 raw: Cow::Borrowed(&e.content),
                 lane: Lane::Redacted { escape: true },
                 suffix: "</evidence>",
             });
         }
         for (m, hash) in inputs.memory.iter().zip(&memory_hashes) {
-            let prefix = format!("<memory id=\"{}\">", escape_attr(&m.id));
+            let mut prefix = String::with_capacity(16 + m.id.len());
+            prefix.push_str("<memory id=\"");
+            escape_attr_into(&mut prefix, &m.id);
+            prefix.push_str("\">");
             candidates.push(Candidate {
-                id: m.id.clone(),
-                bucket: "memory".into(),
+                id: Cow::Borrowed(&m.id),
+                bucket: "memory",
                 source: BlockSource::Memory,
-                origin: m.id.clone(),
+                origin: Cow::Borrowed(&m.id),
                 trust: Trust::Untrusted,
                 priority: 0,
                 score: m.score,
                 turn: None,
+                evidence: None,
                 key: lane_key(&prefix, hash, "</memory>", &redaction_key),
-                prefix,
+                prefix: Cow::Owned(prefix),
                 raw: Cow::Borrowed(&m.content),
                 lane: Lane::Redacted { escape: true },
                 suffix: "</memory>",
@@ -500,23 +517,27 @@ impl PreparedPack {
         for (i, (t, &hash)) in request.history.iter().zip(&turn_hashes).enumerate() {
             let n = seen_turns.entry(hash).or_insert(0);
             *n += 1;
-            let id = if *n == 1 {
-                format!("blake3:{}", hash.to_hex())
-            } else {
-                format!("blake3:{}#{n}", hash.to_hex())
+            let mut id = blake3_ref(&hash);
+            if *n > 1 {
+                id.push('#');
+                id.push_str(itoa::Buffer::new().format(*n));
+            }
+            let prefix = match t.role {
+                Role::User => "user: ",
+                Role::Assistant => "assistant: ",
             };
-            let prefix = format!("{}: ", t.role.as_str());
             candidates.push(Candidate {
-                id,
-                bucket: "session".into(),
+                id: Cow::Owned(id),
+                bucket: "session",
                 source: BlockSource::Session,
-                origin: i.to_string(),
+                origin: Cow::Owned(i.to_string()),
                 trust: Trust::Untrusted,
                 priority: 0,
                 score: 0.0,
                 turn: Some((i, t.role)),
-                key: lane_key(&prefix, &hash, "", &redaction_key),
-                prefix,
+                evidence: None,
+                key: lane_key(prefix, &hash, "", &redaction_key),
+                prefix: Cow::Borrowed(prefix),
                 raw: Cow::Borrowed(&t.content),
                 lane: Lane::Redacted { escape: false },
                 suffix: "",
@@ -554,22 +575,19 @@ impl PreparedPack {
                 error: r.error.clone(),
             })
             .collect();
-        let evidence_by_id: HashMap<&str, &Evidence> =
-            inputs.evidence.iter().map(|e| (e.id.as_str(), e)).collect();
         let evidence_manifest = assembly
             .evidence
             .iter()
-            .filter_map(|(id, included, truncated)| {
-                evidence_by_id
-                    .get(id.as_str())
-                    .map(|e| EvidenceManifestEntry {
-                        id: e.id.clone(),
-                        source: e.source.clone(),
-                        score: e.score,
-                        hops: e.hops,
-                        included: *included,
-                        truncated: *truncated,
-                    })
+            .map(|&(i, included, truncated)| {
+                let e = &inputs.evidence[i];
+                EvidenceManifestEntry {
+                    id: e.id.clone(),
+                    source: e.source.clone(),
+                    score: e.score,
+                    hops: e.hops,
+                    included,
+                    truncated,
+                }
             })
             .collect();
         let used: u64 = fixed + assembly.used.values().sum::<u64>();
@@ -582,7 +600,7 @@ impl PreparedPack {
                 .zip(hashes)
                 .map(|(id, hash)| LedgerItem {
                     id: id.to_owned(),
-                    blake3: format!("blake3:{}", hash.to_hex()),
+                    blake3: blake3_ref(hash),
                 })
                 .collect();
             v.sort_by(|a, b| a.id.cmp(&b.id));
@@ -672,30 +690,39 @@ impl PreparedPack {
     }
 }
 
-fn trusted(
-    id: &str,
-    bucket: &str,
+fn trusted<'a>(
+    id: Cow<'a, str>,
+    bucket: &'a str,
     source: BlockSource,
-    origin: &str,
+    origin: &'a str,
     priority: i64,
-    text: String,
-) -> Candidate<'static> {
+    text: Cow<'a, str>,
+) -> Candidate<'a> {
     Candidate {
-        id: id.to_owned(),
-        bucket: bucket.to_owned(),
+        id,
+        bucket,
         source,
-        origin: origin.to_owned(),
+        origin: Cow::Borrowed(origin),
         trust: Trust::Trusted,
         priority,
         score: 0.0,
         turn: None,
+        evidence: None,
         // A plain block's text is its content, so its key is the text's own hash.
         key: TokenCache::key(&text),
-        prefix: String::new(),
-        raw: Cow::Owned(text),
+        prefix: Cow::Borrowed(""),
+        raw: text,
         lane: Lane::Plain,
         suffix: "",
     }
+}
+
+/// `blake3:<hex>`, as the ledger and turn ids write a hash.
+fn blake3_ref(hash: &blake3::Hash) -> String {
+    let mut s = String::with_capacity(7 + 64);
+    s.push_str("blake3:");
+    s.push_str(&hash.to_hex());
+    s
 }
 
 /// The cache key of a lane block: it determines the text, which is the wrapper around

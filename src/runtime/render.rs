@@ -20,7 +20,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::envelope::{BlockSource, CompiledContext, Trust};
+use super::envelope::{BlockSource, CompiledContext, ContextBlock, Trust};
 use super::inputs::Role;
 
 fn trusted_text(cc: &CompiledContext, with_system: bool) -> String {
@@ -55,7 +55,7 @@ fn history(cc: &CompiledContext) -> Vec<(Role, &str)> {
         .context_blocks
         .iter()
         .filter(|b| b.source == BlockSource::Session)
-        .filter_map(|b| b.turn.as_ref().map(|(r, c)| (*r, c.as_str())))
+        .filter_map(ContextBlock::turn_content)
         .collect()
 }
 

@@ -1,0 +1,767 @@
+//! A compact JSON writer for `serde::Serialize` types that writes exactly the bytes
+//! `serde_json::to_writer` writes, only faster where ctxpack spends its time: escaping
+//! long strings.
+//!
+//! Every compile serializes its whole envelope (a few hundred kilobytes of prompt
+//! text) to hash it into the context ledger. serde_json inspects a string one byte at
+//! a time; [`write_str`] looks at eight bytes at once and copies the runs between
+//! escapes in one piece, which makes escaping prompt text several times faster. The
+//! rest of the format is serde_json's, to the byte: the same escapes (`\"`, `\\`,
+//! `\b \f \n \r \t`, `\u00XX` in lowercase hex for other control characters, everything
+//! else verbatim), integers as `itoa` writes them, finite floats as `zmij` writes them
+//! and non-finite ones as `null`, enums externally tagged. Property tests hold it to
+//! serde_json on arbitrary values.
+//!
+//! Output goes to a [`Sink`]: a `Vec<u8>`, or a [`HashSink`] that feeds BLAKE3 in
+//! large pieces without ever holding the whole document.
+//!
+//! The writer does not sort anything: canonical order is the caller's (struct fields
+//! declared in sorted order, `BTreeMap`s, and [`crate::artifact::canonical`] for free
+//! JSON values).
+
+use serde::ser::{self, Impossible, Serialize};
+
+/// Where serialized bytes go.
+pub trait Sink {
+    fn put(&mut self, bytes: &[u8]);
+}
+
+impl Sink for Vec<u8> {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+/// Feeds BLAKE3 through a fixed buffer, so that the hasher sees large inputs (and can
+/// use its SIMD lanes) while the document is never held whole.
+pub struct HashSink {
+    hasher: blake3::Hasher,
+    buf: Vec<u8>,
+}
+
+const HASH_BUFFER: usize = 16 * 1024;
+
+impl Default for HashSink {
+    fn default() -> Self {
+        HashSink {
+            hasher: blake3::Hasher::new(),
+            buf: Vec::with_capacity(HASH_BUFFER),
+        }
+    }
+}
+
+impl HashSink {
+    /// The BLAKE3 of everything put so far.
+    pub fn finalize(mut self) -> blake3::Hash {
+        self.hasher.update(&self.buf);
+        self.hasher.finalize()
+    }
+}
+
+impl Sink for HashSink {
+    fn put(&mut self, bytes: &[u8]) {
+        if self.buf.len() + bytes.len() > HASH_BUFFER {
+            self.hasher.update(&self.buf);
+            self.buf.clear();
+            if bytes.len() >= HASH_BUFFER {
+                self.hasher.update(bytes);
+                return;
+            }
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+}
+
+/// Why serialization failed: only a map key that is not a string, a finite number, a
+/// bool or a char (JSON keys are strings), or a `Serialize` impl's own error.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Error(String);
+
+impl ser::Error for Error {
+    fn custom<T: std::fmt::Display>(msg: T) -> Self {
+        Error(msg.to_string())
+    }
+}
+
+/// Serializes `value` compactly into `out`.
+pub fn to_sink<T: Serialize + ?Sized, S: Sink>(value: &T, out: &mut S) -> Result<(), Error> {
+    value.serialize(&mut Serializer { out })
+}
+
+/// Serializes `value` compactly into a new `Vec`.
+pub fn to_vec<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, Error> {
+    let mut out = Vec::with_capacity(128);
+    to_sink(value, &mut out)?;
+    Ok(out)
+}
+
+const fn repeat(b: u8) -> u64 {
+    u64::from_ne_bytes([b; 8])
+}
+
+/// Whether any of the eight bytes of `word` needs escaping: `"`, `\` or below 0x20.
+/// Exact as a yes/no answer (the classic zero-byte tests: borrows only ever run from
+/// a byte that already matches, and bytes ≥ 0x80 never match).
+#[inline]
+fn needs_escape(word: u64) -> bool {
+    const LO: u64 = repeat(0x01);
+    const HI: u64 = repeat(0x80);
+    let has_zero = |v: u64| v.wrapping_sub(LO) & !v & HI;
+    let control = word.wrapping_sub(repeat(0x20)) & !word & HI;
+    (control | has_zero(word ^ repeat(b'"')) | has_zero(word ^ repeat(b'\\'))) != 0
+}
+
+/// The escape of `byte`, if it needs one.
+#[inline]
+fn escape_of(byte: u8) -> Option<&'static [u8]> {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    // `\u00XX` for every control character without a short form, built once.
+    static CONTROL: [[u8; 6]; 32] = {
+        let mut table = [[0u8; 6]; 32];
+        let mut i = 0;
+        while i < 32 {
+            table[i] = [b'\\', b'u', b'0', b'0', HEX[i >> 4], HEX[i & 0xf]];
+            i += 1;
+        }
+        table
+    };
+    Some(match byte {
+        b'"' => b"\\\"",
+        b'\\' => b"\\\\",
+        0x08 => b"\\b",
+        0x0c => b"\\f",
+        b'\n' => b"\\n",
+        b'\r' => b"\\r",
+        b'\t' => b"\\t",
+        0x00..=0x1f => &CONTROL[byte as usize],
+        _ => return None,
+    })
+}
+
+/// Writes `s` as a JSON string, quotes included.
+pub fn write_str<S: Sink + ?Sized>(out: &mut S, s: &str) {
+    let bytes = s.as_bytes();
+    out.put(b"\"");
+    // Bytes before `start` are written; bytes from `start` to `i` need no escape.
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        if let Some(chunk) = bytes.get(i..i + 8) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            if !needs_escape(u64::from_ne_bytes(word)) {
+                i += 8;
+                continue;
+            }
+        }
+        // A word with an escape in it (or the tail): byte by byte to its end.
+        let end = (i + 8).min(bytes.len());
+        while i < end {
+            if let Some(escape) = escape_of(bytes[i]) {
+                out.put(&bytes[start..i]);
+                out.put(escape);
+                start = i + 1;
+            }
+            i += 1;
+        }
+    }
+    out.put(&bytes[start..]);
+    out.put(b"\"");
+}
+
+/// The serializer. Use [`to_sink`] or [`to_vec`].
+pub struct Serializer<'o, S: Sink> {
+    out: &'o mut S,
+}
+
+impl<'a, 'o, S: Sink> ser::Serializer for &'a mut Serializer<'o, S> {
+    type Ok = ();
+    type Error = Error;
+    type SerializeSeq = Compound<'a, 'o, S>;
+    type SerializeTuple = Compound<'a, 'o, S>;
+    type SerializeTupleStruct = Compound<'a, 'o, S>;
+    type SerializeTupleVariant = Compound<'a, 'o, S>;
+    type SerializeMap = Compound<'a, 'o, S>;
+    type SerializeStruct = Compound<'a, 'o, S>;
+    type SerializeStructVariant = Compound<'a, 'o, S>;
+
+    fn serialize_bool(self, v: bool) -> Result<(), Error> {
+        self.out.put(if v { b"true" } else { b"false" });
+        Ok(())
+    }
+    fn serialize_i8(self, v: i8) -> Result<(), Error> {
+        self.serialize_i64(v.into())
+    }
+    fn serialize_i16(self, v: i16) -> Result<(), Error> {
+        self.serialize_i64(v.into())
+    }
+    fn serialize_i32(self, v: i32) -> Result<(), Error> {
+        self.serialize_i64(v.into())
+    }
+    fn serialize_i64(self, v: i64) -> Result<(), Error> {
+        self.out.put(itoa::Buffer::new().format(v).as_bytes());
+        Ok(())
+    }
+    fn serialize_i128(self, v: i128) -> Result<(), Error> {
+        self.out.put(itoa::Buffer::new().format(v).as_bytes());
+        Ok(())
+    }
+    fn serialize_u8(self, v: u8) -> Result<(), Error> {
+        self.serialize_u64(v.into())
+    }
+    fn serialize_u16(self, v: u16) -> Result<(), Error> {
+        self.serialize_u64(v.into())
+    }
+    fn serialize_u32(self, v: u32) -> Result<(), Error> {
+        self.serialize_u64(v.into())
+    }
+    fn serialize_u64(self, v: u64) -> Result<(), Error> {
+        self.out.put(itoa::Buffer::new().format(v).as_bytes());
+        Ok(())
+    }
+    fn serialize_u128(self, v: u128) -> Result<(), Error> {
+        self.out.put(itoa::Buffer::new().format(v).as_bytes());
+        Ok(())
+    }
+    fn serialize_f32(self, v: f32) -> Result<(), Error> {
+        if v.is_finite() {
+            self.out
+                .put(zmij::Buffer::new().format_finite(v).as_bytes());
+        } else {
+            self.out.put(b"null");
+        }
+        Ok(())
+    }
+    fn serialize_f64(self, v: f64) -> Result<(), Error> {
+        if v.is_finite() {
+            self.out
+                .put(zmij::Buffer::new().format_finite(v).as_bytes());
+        } else {
+            self.out.put(b"null");
+        }
+        Ok(())
+    }
+    fn serialize_char(self, v: char) -> Result<(), Error> {
+        write_str(self.out, v.encode_utf8(&mut [0; 4]));
+        Ok(())
+    }
+    fn serialize_str(self, v: &str) -> Result<(), Error> {
+        write_str(self.out, v);
+        Ok(())
+    }
+    fn serialize_bytes(self, v: &[u8]) -> Result<(), Error> {
+        use ser::SerializeSeq;
+        let mut seq = self.serialize_seq(Some(v.len()))?;
+        for b in v {
+            seq.serialize_element(b)?;
+        }
+        seq.end()
+    }
+    fn serialize_none(self) -> Result<(), Error> {
+        self.serialize_unit()
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), Error> {
+        value.serialize(self)
+    }
+    fn serialize_unit(self) -> Result<(), Error> {
+        self.out.put(b"null");
+        Ok(())
+    }
+    fn serialize_unit_struct(self, _: &'static str) -> Result<(), Error> {
+        self.serialize_unit()
+    }
+    fn serialize_unit_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+    ) -> Result<(), Error> {
+        self.serialize_str(variant)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        value.serialize(self)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        self.out.put(b"{");
+        write_str(self.out, variant);
+        self.out.put(b":");
+        value.serialize(&mut *self)?;
+        self.out.put(b"}");
+        Ok(())
+    }
+    fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Error> {
+        Ok(Compound::open(self, b"[", b"]"))
+    }
+    fn serialize_tuple(self, len: usize) -> Result<Self::SerializeTuple, Error> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_struct(
+        self,
+        _: &'static str,
+        len: usize,
+    ) -> Result<Self::SerializeTupleStruct, Error> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleVariant, Error> {
+        self.out.put(b"{");
+        write_str(self.out, variant);
+        self.out.put(b":");
+        Ok(Compound::open(self, b"[", b"]}"))
+    }
+    fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Error> {
+        Ok(Compound::open(self, b"{", b"}"))
+    }
+    fn serialize_struct(self, _: &'static str, len: usize) -> Result<Self::SerializeStruct, Error> {
+        self.serialize_map(Some(len))
+    }
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeStructVariant, Error> {
+        self.out.put(b"{");
+        write_str(self.out, variant);
+        self.out.put(b":");
+        Ok(Compound::open(self, b"{", b"}}"))
+    }
+}
+
+/// An array or object being written: commas between members, its closing bytes at
+/// the end.
+pub struct Compound<'a, 'o, S: Sink> {
+    ser: &'a mut Serializer<'o, S>,
+    first: bool,
+    close: &'static [u8],
+}
+
+impl<'a, 'o, S: Sink> Compound<'a, 'o, S> {
+    fn open(ser: &'a mut Serializer<'o, S>, open: &[u8], close: &'static [u8]) -> Self {
+        ser.out.put(open);
+        Compound {
+            ser,
+            first: true,
+            close,
+        }
+    }
+
+    fn comma(&mut self) {
+        if !self.first {
+            self.ser.out.put(b",");
+        }
+        self.first = false;
+    }
+
+    fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.comma();
+        value.serialize(&mut *self.ser)
+    }
+
+    fn field<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), Error> {
+        self.comma();
+        write_str(self.ser.out, key);
+        self.ser.out.put(b":");
+        value.serialize(&mut *self.ser)
+    }
+
+    fn close(self) -> Result<(), Error> {
+        self.ser.out.put(self.close);
+        Ok(())
+    }
+}
+
+impl<S: Sink> ser::SerializeSeq for Compound<'_, '_, S> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.close()
+    }
+}
+
+impl<S: Sink> ser::SerializeTuple for Compound<'_, '_, S> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.close()
+    }
+}
+
+impl<S: Sink> ser::SerializeTupleStruct for Compound<'_, '_, S> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.close()
+    }
+}
+
+impl<S: Sink> ser::SerializeTupleVariant for Compound<'_, '_, S> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.close()
+    }
+}
+
+impl<S: Sink> ser::SerializeMap for Compound<'_, '_, S> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Error> {
+        self.comma();
+        key.serialize(MapKey {
+            out: &mut *self.ser.out,
+        })
+    }
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.ser.out.put(b":");
+        value.serialize(&mut *self.ser)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.close()
+    }
+}
+
+impl<S: Sink> ser::SerializeStruct for Compound<'_, '_, S> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        self.field(key, value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.close()
+    }
+}
+
+impl<S: Sink> ser::SerializeStructVariant for Compound<'_, '_, S> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        self.field(key, value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.close()
+    }
+}
+
+/// A map key: strings as they are; numbers and bools quoted, as serde_json writes
+/// them; anything else (and a non-finite float) is an error.
+struct MapKey<'o, S: Sink> {
+    out: &'o mut S,
+}
+
+fn key_error() -> Error {
+    Error("a map key must be a string, a finite number, a bool or a char".to_owned())
+}
+
+impl<S: Sink> MapKey<'_, S> {
+    fn quoted(self, text: &str) -> Result<(), Error> {
+        self.out.put(b"\"");
+        self.out.put(text.as_bytes());
+        self.out.put(b"\"");
+        Ok(())
+    }
+}
+
+impl<S: Sink> ser::Serializer for MapKey<'_, S> {
+    type Ok = ();
+    type Error = Error;
+    type SerializeSeq = Impossible<(), Error>;
+    type SerializeTuple = Impossible<(), Error>;
+    type SerializeTupleStruct = Impossible<(), Error>;
+    type SerializeTupleVariant = Impossible<(), Error>;
+    type SerializeMap = Impossible<(), Error>;
+    type SerializeStruct = Impossible<(), Error>;
+    type SerializeStructVariant = Impossible<(), Error>;
+
+    fn serialize_str(self, v: &str) -> Result<(), Error> {
+        write_str(self.out, v);
+        Ok(())
+    }
+    fn serialize_char(self, v: char) -> Result<(), Error> {
+        write_str(self.out, v.encode_utf8(&mut [0; 4]));
+        Ok(())
+    }
+    fn serialize_unit_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+    ) -> Result<(), Error> {
+        self.serialize_str(variant)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        value.serialize(self)
+    }
+    fn serialize_bool(self, v: bool) -> Result<(), Error> {
+        self.quoted(if v { "true" } else { "false" })
+    }
+    fn serialize_i8(self, v: i8) -> Result<(), Error> {
+        self.serialize_i64(v.into())
+    }
+    fn serialize_i16(self, v: i16) -> Result<(), Error> {
+        self.serialize_i64(v.into())
+    }
+    fn serialize_i32(self, v: i32) -> Result<(), Error> {
+        self.serialize_i64(v.into())
+    }
+    fn serialize_i64(self, v: i64) -> Result<(), Error> {
+        self.quoted(itoa::Buffer::new().format(v))
+    }
+    fn serialize_i128(self, v: i128) -> Result<(), Error> {
+        self.quoted(itoa::Buffer::new().format(v))
+    }
+    fn serialize_u8(self, v: u8) -> Result<(), Error> {
+        self.serialize_u64(v.into())
+    }
+    fn serialize_u16(self, v: u16) -> Result<(), Error> {
+        self.serialize_u64(v.into())
+    }
+    fn serialize_u32(self, v: u32) -> Result<(), Error> {
+        self.serialize_u64(v.into())
+    }
+    fn serialize_u64(self, v: u64) -> Result<(), Error> {
+        self.quoted(itoa::Buffer::new().format(v))
+    }
+    fn serialize_u128(self, v: u128) -> Result<(), Error> {
+        self.quoted(itoa::Buffer::new().format(v))
+    }
+    fn serialize_f32(self, v: f32) -> Result<(), Error> {
+        if !v.is_finite() {
+            return Err(key_error());
+        }
+        self.quoted(zmij::Buffer::new().format_finite(v))
+    }
+    fn serialize_f64(self, v: f64) -> Result<(), Error> {
+        if !v.is_finite() {
+            return Err(key_error());
+        }
+        self.quoted(zmij::Buffer::new().format_finite(v))
+    }
+    fn serialize_bytes(self, _: &[u8]) -> Result<(), Error> {
+        Err(key_error())
+    }
+    fn serialize_none(self) -> Result<(), Error> {
+        Err(key_error())
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), Error> {
+        value.serialize(self)
+    }
+    fn serialize_unit(self) -> Result<(), Error> {
+        Err(key_error())
+    }
+    fn serialize_unit_struct(self, _: &'static str) -> Result<(), Error> {
+        Err(key_error())
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: &T,
+    ) -> Result<(), Error> {
+        Err(key_error())
+    }
+    fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Error> {
+        Err(key_error())
+    }
+    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Error> {
+        Err(key_error())
+    }
+    fn serialize_tuple_struct(
+        self,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleStruct, Error> {
+        Err(key_error())
+    }
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleVariant, Error> {
+        Err(key_error())
+    }
+    fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Error> {
+        Err(key_error())
+    }
+    fn serialize_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeStruct, Error> {
+        Err(key_error())
+    }
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeStructVariant, Error> {
+        Err(key_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde::Serialize;
+    use serde_json::{json, Value};
+    use std::collections::BTreeMap;
+
+    fn same_as_serde_json<T: Serialize>(value: &T) {
+        let ours = to_vec(value).expect("serializes");
+        let theirs = serde_json::to_vec(value).expect("serializes");
+        assert_eq!(
+            String::from_utf8_lossy(&ours),
+            String::from_utf8_lossy(&theirs)
+        );
+    }
+
+    #[test]
+    fn every_escape_matches_serde_json() {
+        let all: String = (0u8..0x80).map(char::from).collect();
+        same_as_serde_json(&all);
+        // Escapes at every position within and across eight-byte words.
+        for n in 0..20 {
+            for c in ['"', '\\', '\n', '\u{1}', '\u{1f}', '\u{7f}', 'é', '😀'] {
+                let s: String = "a".repeat(n) + &c.to_string() + &"b".repeat(n % 9);
+                same_as_serde_json(&s);
+            }
+        }
+    }
+
+    #[test]
+    fn shapes_match_serde_json() {
+        #[derive(Serialize)]
+        enum E {
+            Unit,
+            New(u8),
+            Tuple(u8, String),
+            Struct { a: Option<f64> },
+        }
+        #[derive(Serialize)]
+        struct S<'a> {
+            b: bool,
+            bytes: &'a [u8],
+            c: char,
+            e: Vec<E>,
+            f: f32,
+            i: i128,
+            keys: BTreeMap<u32, bool>,
+            n: Option<()>,
+            t: (i8, u64),
+            #[serde(skip_serializing_if = "Option::is_none")]
+            skipped: Option<u8>,
+        }
+        same_as_serde_json(&S {
+            b: true,
+            bytes: b"\x00\xff",
+            c: '"',
+            e: vec![
+                E::Unit,
+                E::New(7),
+                E::Tuple(1, "x".into()),
+                E::Struct { a: Some(f64::NAN) },
+                E::Struct { a: Some(-0.0) },
+            ],
+            f: 0.1,
+            i: -170141183460469231731687303715884105728,
+            keys: BTreeMap::from([(1, true), (20, false)]),
+            n: None,
+            t: (-1, u64::MAX),
+            skipped: None,
+        });
+        same_as_serde_json(&json!({"a": [1, -2, 2.5, 1e300, null, "é\u{0}"], "b": {}}));
+    }
+
+    #[test]
+    fn non_string_keys_are_refused() {
+        let mut m = BTreeMap::new();
+        m.insert(vec![1], 2);
+        assert!(to_vec(&m).is_err());
+    }
+
+    #[test]
+    fn hash_sink_hashes_the_bytes() {
+        let value = json!({"text": "x".repeat(100_000), "n": [1, 2, 3]});
+        let mut sink = HashSink::default();
+        to_sink(&value, &mut sink).expect("serializes");
+        let bytes = serde_json::to_vec(&value).expect("serializes");
+        assert_eq!(sink.finalize(), blake3::hash(&bytes));
+    }
+
+    fn arb_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            any::<String>().prop_map(Value::String),
+            "[\\x00-\\x7f]{0,40}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 64, 8, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
+                prop::collection::btree_map(any::<String>(), inner, 0..8)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn any_value_matches_serde_json(value in arb_value()) {
+            let ours = to_vec(&value).expect("serializes");
+            prop_assert_eq!(ours, serde_json::to_vec(&value).expect("serializes"));
+        }
+
+        #[test]
+        fn any_string_matches_serde_json(s in any::<String>(), ascii in "[\\x00-\\x7f]{0,64}") {
+            let both = s + &ascii;
+            prop_assert_eq!(to_vec(&both).expect("serializes"), serde_json::to_vec(&both).expect("serializes"));
+        }
+    }
+}
