@@ -24,12 +24,23 @@ use serde::ser::{self, Impossible, Serialize};
 /// Where serialized bytes go.
 pub trait Sink {
     fn put(&mut self, bytes: &[u8]);
+
+    /// One byte of punctuation (quotes, commas, colons, brackets).
+    #[inline]
+    fn put_byte(&mut self, byte: u8) {
+        self.put(&[byte]);
+    }
 }
 
 impl Sink for Vec<u8> {
     #[inline]
     fn put(&mut self, bytes: &[u8]) {
         self.extend_from_slice(bytes);
+    }
+
+    #[inline]
+    fn put_byte(&mut self, byte: u8) {
+        self.push(byte);
     }
 }
 
@@ -40,7 +51,10 @@ pub struct HashSink {
     buf: Vec<u8>,
 }
 
-const HASH_BUFFER: usize = 16 * 1024;
+/// BLAKE3 keeps the last chunk of every `update` back (it might be the root) and
+/// splits the rest into power-of-two subtrees; 64 KiB pieces let most of each piece go
+/// through its widest SIMD path.
+const HASH_BUFFER: usize = 64 * 1024;
 
 impl Default for HashSink {
     fn default() -> Self {
@@ -60,6 +74,15 @@ impl HashSink {
 }
 
 impl Sink for HashSink {
+    #[inline]
+    fn put_byte(&mut self, byte: u8) {
+        if self.buf.len() == HASH_BUFFER {
+            self.hasher.update(&self.buf);
+            self.buf.clear();
+        }
+        self.buf.push(byte);
+    }
+
     fn put(&mut self, bytes: &[u8]) {
         if self.buf.len() + bytes.len() > HASH_BUFFER {
             self.hasher.update(&self.buf);
@@ -140,23 +163,52 @@ fn escape_of(byte: u8) -> Option<&'static [u8]> {
     })
 }
 
+/// The eight bytes of `bytes` from `at` as a word.
+#[inline]
+fn word_at(bytes: &[u8], at: usize) -> Option<u64> {
+    let word: [u8; 8] = bytes.get(at..at + 8)?.try_into().ok()?;
+    Some(u64::from_ne_bytes(word))
+}
+
+/// Whether any byte of `block` needs escaping. Written as a branch-free fold over a
+/// fixed-size block so that the compiler turns it into SIMD compares.
+#[inline]
+fn block_needs_escape(block: &[u8; 32]) -> bool {
+    block.iter().fold(0u8, |acc, &b| {
+        acc | u8::from(b < 0x20 || b == b'"' || b == b'\\')
+    }) != 0
+}
+
 /// Writes `s` as a JSON string, quotes included.
 pub fn write_str<S: Sink + ?Sized>(out: &mut S, s: &str) {
     let bytes = s.as_bytes();
-    out.put(b"\"");
+    out.put_byte(b'"');
     // Bytes before `start` are written; bytes from `start` to `i` need no escape.
     let mut start = 0;
     let mut i = 0;
     while i < bytes.len() {
-        if let Some(chunk) = bytes.get(i..i + 8) {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            if !needs_escape(u64::from_ne_bytes(word)) {
-                i += 8;
-                continue;
+        // Thirty-two, then eight bytes at a time while nothing needs escaping.
+        while let Some(Ok(block)) = bytes.get(i..i + 32).map(<&[u8; 32]>::try_from) {
+            if block_needs_escape(block) {
+                break;
             }
+            i += 32;
         }
-        // A word with an escape in it (or the tail): byte by byte to its end.
+        while let Some(word) = word_at(bytes, i) {
+            if needs_escape(word) {
+                break;
+            }
+            i += 8;
+        }
+        // Fewer than eight bytes left: the last eight bytes as one word (overlapping
+        // bytes already checked, which is harmless).
+        if bytes.len() - i < 8
+            && bytes.len() >= 8
+            && word_at(bytes, bytes.len() - 8).is_some_and(|w| !needs_escape(w))
+        {
+            break;
+        }
+        // A word with an escape in it, or a short tail: byte by byte to its end.
         let end = (i + 8).min(bytes.len());
         while i < end {
             if let Some(escape) = escape_of(bytes[i]) {
@@ -168,7 +220,7 @@ pub fn write_str<S: Sink + ?Sized>(out: &mut S, s: &str) {
         }
     }
     out.put(&bytes[start..]);
-    out.put(b"\"");
+    out.put_byte(b'"');
 }
 
 /// The serializer. Use [`to_sink`] or [`to_vec`].
@@ -294,11 +346,11 @@ impl<'a, 'o, S: Sink> ser::Serializer for &'a mut Serializer<'o, S> {
         variant: &'static str,
         value: &T,
     ) -> Result<(), Error> {
-        self.out.put(b"{");
+        self.out.put_byte(b'{');
         write_str(self.out, variant);
-        self.out.put(b":");
+        self.out.put_byte(b':');
         value.serialize(&mut *self)?;
-        self.out.put(b"}");
+        self.out.put_byte(b'}');
         Ok(())
     }
     fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Error> {
@@ -321,9 +373,9 @@ impl<'a, 'o, S: Sink> ser::Serializer for &'a mut Serializer<'o, S> {
         variant: &'static str,
         _: usize,
     ) -> Result<Self::SerializeTupleVariant, Error> {
-        self.out.put(b"{");
+        self.out.put_byte(b'{');
         write_str(self.out, variant);
-        self.out.put(b":");
+        self.out.put_byte(b':');
         Ok(Compound::open(self, b"[", b"]}"))
     }
     fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Error> {
@@ -339,9 +391,9 @@ impl<'a, 'o, S: Sink> ser::Serializer for &'a mut Serializer<'o, S> {
         variant: &'static str,
         _: usize,
     ) -> Result<Self::SerializeStructVariant, Error> {
-        self.out.put(b"{");
+        self.out.put_byte(b'{');
         write_str(self.out, variant);
-        self.out.put(b":");
+        self.out.put_byte(b':');
         Ok(Compound::open(self, b"{", b"}}"))
     }
 }
@@ -366,7 +418,7 @@ impl<'a, 'o, S: Sink> Compound<'a, 'o, S> {
 
     fn comma(&mut self) {
         if !self.first {
-            self.ser.out.put(b",");
+            self.ser.out.put_byte(b',');
         }
         self.first = false;
     }
@@ -379,7 +431,7 @@ impl<'a, 'o, S: Sink> Compound<'a, 'o, S> {
     fn field<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), Error> {
         self.comma();
         write_str(self.ser.out, key);
-        self.ser.out.put(b":");
+        self.ser.out.put_byte(b':');
         value.serialize(&mut *self.ser)
     }
 
@@ -443,7 +495,7 @@ impl<S: Sink> ser::SerializeMap for Compound<'_, '_, S> {
         })
     }
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.ser.out.put(b":");
+        self.ser.out.put_byte(b':');
         value.serialize(&mut *self.ser)
     }
     fn end(self) -> Result<(), Error> {
@@ -493,9 +545,9 @@ fn key_error() -> Error {
 
 impl<S: Sink> MapKey<'_, S> {
     fn quoted(self, text: &str) -> Result<(), Error> {
-        self.out.put(b"\"");
+        self.out.put_byte(b'"');
         self.out.put(text.as_bytes());
-        self.out.put(b"\"");
+        self.out.put_byte(b'"');
         Ok(())
     }
 }

@@ -70,7 +70,7 @@ pub struct PreparedPack {
     /// `NAME: DESCRIPTION` of every tool, by tool index.
     tool_texts: Vec<String>,
     /// Counts of texts that never change, for the pack's tokenizer, by BLAKE3.
-    static_counts: HashMap<[u8; 32], usize>,
+    static_counts: HashMap<[u8; 32], usize, foldhash::fast::RandomState>,
     cache: Mutex<TokenCache>,
     /// The BLAKE3 of caller contents seen before (see [`memo`]).
     hashes: Mutex<memo::HashMemo>,
@@ -133,7 +133,7 @@ impl PreparedPack {
             })
             .collect();
         let kind = budget.tokenizer;
-        let mut static_counts = HashMap::new();
+        let mut static_counts = HashMap::default();
         let mut precount = |text: &str| {
             static_counts.insert(TokenCache::key(text), tokens::count(kind, text));
         };
@@ -465,6 +465,7 @@ impl PreparedPack {
         let turn_hashes = content_hashes.split_off(inputs.evidence.len() + inputs.memory.len());
         let memory_hashes = content_hashes.split_off(inputs.evidence.len());
         let evidence_hashes = content_hashes;
+        let mut key_buf = Vec::with_capacity(256);
         for (i, (e, hash)) in inputs.evidence.iter().zip(&evidence_hashes).enumerate() {
             let mut prefix = String::with_capacity(32 + e.id.len() + e.source.len());
             prefix.push_str("<evidence id=\"");
@@ -482,7 +483,7 @@ impl PreparedPack {
                 score: e.score,
                 turn: None,
                 evidence: Some(i),
-                key: lane_key(&prefix, hash, "</evidence>", &redaction_key),
+                key: lane_key(&mut key_buf, &prefix, hash, "</evidence>", &redaction_key),
                 prefix: Cow::Owned(prefix),
                 raw: Cow::Borrowed(&e.content),
                 lane: Lane::Redacted { escape: true },
@@ -504,7 +505,7 @@ impl PreparedPack {
                 score: m.score,
                 turn: None,
                 evidence: None,
-                key: lane_key(&prefix, hash, "</memory>", &redaction_key),
+                key: lane_key(&mut key_buf, &prefix, hash, "</memory>", &redaction_key),
                 prefix: Cow::Owned(prefix),
                 raw: Cow::Borrowed(&m.content),
                 lane: Lane::Redacted { escape: true },
@@ -536,7 +537,7 @@ impl PreparedPack {
                 score: 0.0,
                 turn: Some((i, t.role)),
                 evidence: None,
-                key: lane_key(prefix, &hash, "", &redaction_key),
+                key: lane_key(&mut key_buf, prefix, &hash, "", &redaction_key),
                 prefix: Cow::Borrowed(prefix),
                 raw: Cow::Borrowed(&t.content),
                 lane: Lane::Redacted { escape: false },
@@ -727,16 +728,27 @@ fn blake3_ref(hash: &blake3::Hash) -> String {
 
 /// The cache key of a lane block: it determines the text, which is the wrapper around
 /// the content after redaction (by the active set) and escaping.
-fn lane_key(prefix: &str, content: &blake3::Hash, suffix: &str, redaction: &[u8]) -> [u8; 32] {
-    let mut h = blake3::Hasher::new();
-    h.update(b"ctxpack.lane.v1\0");
-    h.update(prefix.as_bytes());
-    h.update(b"\0");
-    h.update(content.as_bytes());
-    h.update(suffix.as_bytes());
-    h.update(b"\0");
-    h.update(redaction);
-    *h.finalize().as_bytes()
+///
+/// The encoding is injective (the caller-controlled prefix is length-prefixed; the
+/// suffix comes from a fixed set and the redactor names are NUL-terminated
+/// identifiers), so two different blocks can only share a key through a BLAKE3
+/// collision. `buf` is scratch space reused across blocks.
+fn lane_key(
+    buf: &mut Vec<u8>,
+    prefix: &str,
+    content: &blake3::Hash,
+    suffix: &str,
+    redaction: &[u8],
+) -> [u8; 32] {
+    buf.clear();
+    buf.extend_from_slice(b"ctxpack.lane.v2\0");
+    buf.extend_from_slice(&(prefix.len() as u64).to_le_bytes());
+    buf.extend_from_slice(prefix.as_bytes());
+    buf.extend_from_slice(content.as_bytes());
+    buf.extend_from_slice(suffix.as_bytes());
+    buf.push(0);
+    buf.extend_from_slice(redaction);
+    *blake3::hash(buf).as_bytes()
 }
 
 /// Token counting for one compile: the pack's caches, the compile's tokenizer and its

@@ -20,6 +20,8 @@
 //! such policy in evaluation order). A raise to `confirm` of a tool that already needs
 //! `confirm` or `review` changes nothing and keeps `declared`.
 
+use std::collections::{HashMap, HashSet};
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -52,74 +54,72 @@ pub struct CapabilityMetadata {
 
 /// The manifest (sorted by name, as the registry is) and the gates that fired
 /// `require_approval` effects activated.
-pub(crate) fn surface(
-    artifact: &Artifact,
-    intent: &Intent,
-    run: &RunContext,
+pub(crate) fn surface<'a>(
+    artifact: &'a Artifact,
+    intent: &'a Intent,
+    run: &'a RunContext,
     results: &[PolicyResult],
 ) -> (Vec<ToolManifestEntry>, Vec<String>) {
-    let fired = || {
-        artifact
-            .policies
-            .iter()
-            .zip(results)
-            .filter(|(_, r)| r.fired)
-            .map(|(p, _)| p)
-    };
-    let mut gates: Vec<String> = Vec::new();
-    for policy in fired() {
+    // Each tool's first denying and first raising policy, in evaluation order.
+    let mut denied_by: HashMap<&str, &str> = HashMap::new();
+    let mut raised_by: HashMap<&str, &str> = HashMap::new();
+    let fired = artifact
+        .policies
+        .iter()
+        .zip(results)
+        .filter(|(_, r)| r.fired)
+        .map(|(p, _)| p);
+    for policy in fired {
         for effect in &policy.effects {
-            if let Effect::RequireApproval(tools) = effect {
-                gates.extend(
-                    tools
-                        .iter()
-                        .filter(|t| artifact.tools.iter().any(|x| &x.name == *t))
-                        .cloned(),
-                );
+            let (map, tools) = match effect {
+                Effect::Deny(tools) => (&mut denied_by, tools),
+                Effect::RequireApproval(tools) => (&mut raised_by, tools),
+                _ => continue,
+            };
+            for tool in tools {
+                map.entry(tool.as_str()).or_insert(policy.name.as_str());
             }
         }
     }
+    let registered: HashSet<&str> = artifact.tools.iter().map(|t| t.name.as_str()).collect();
+    let mut gates: Vec<String> = raised_by
+        .keys()
+        .filter(|t| registered.contains(*t))
+        .map(|t| (*t).to_owned())
+        .collect();
     gates.sort();
-    gates.dedup();
 
+    let set =
+        |names: &'a [String]| -> HashSet<&'a str> { names.iter().map(String::as_str).collect() };
+    let intent_tools = set(&intent.tools);
+    let permissions = run.permissions.as_deref().map(set);
+    let run_prohibitions = run.prohibitions.as_deref().map(set);
+    let pack_prohibitions: HashSet<&str> = artifact
+        .prohibitions
+        .iter()
+        .map(|p| p.tool.as_str())
+        .collect();
     let ceiling = run.safety_mode.ceiling();
     let manifest = artifact
         .tools
         .iter()
         .map(|tool| {
-            let named = |f: fn(&Effect) -> Option<&Vec<String>>| {
-                fired()
-                    .find(|p| {
-                        p.effects
-                            .iter()
-                            .any(|e| f(e).is_some_and(|ts| ts.contains(&tool.name)))
-                    })
-                    .map(|p| p.name.clone())
-            };
-            let denied_by = named(|e| match e {
-                Effect::Deny(t) => Some(t),
-                _ => None,
-            });
-            let raised_by = named(|e| match e {
-                Effect::RequireApproval(t) => Some(t),
-                _ => None,
-            });
-            let (approval, derivation) = match raised_by {
+            let name = tool.name.as_str();
+            let (approval, derivation) = match raised_by.get(name) {
                 Some(policy) if tool.approval < Approval::Confirm => {
                     (Approval::Confirm, format!("raised_by:{policy}"))
                 }
                 _ => (tool.approval, "declared".to_owned()),
             };
-            let listed = |list: &Option<Vec<String>>| list.as_ref().map(|l| l.contains(&tool.name));
-            let reason = if !intent.tools.contains(&tool.name) {
+            let reason = if !intent_tools.contains(name) {
                 Some("not_permitted_by_intent".to_owned())
-            } else if listed(&run.permissions) == Some(false) {
+            } else if permissions.as_ref().is_some_and(|p| !p.contains(name)) {
                 Some("not_in_run_permissions".to_owned())
-            } else if artifact.prohibitions.iter().any(|p| p.tool == tool.name) {
+            } else if pack_prohibitions.contains(name) {
                 Some("prohibited_by_pack".to_owned())
-            } else if let Some(policy) = denied_by {
+            } else if let Some(policy) = denied_by.get(name) {
                 Some(format!("denied_by_policy:{policy}"))
-            } else if listed(&run.prohibitions) == Some(true) {
+            } else if run_prohibitions.as_ref().is_some_and(|p| p.contains(name)) {
                 Some("prohibited_by_run".to_owned())
             } else if approval > ceiling {
                 Some("approval_exceeds_safety_mode".to_owned())

@@ -113,9 +113,12 @@ pub(crate) fn validate_inputs(
         validate_group(context, children, "request.context")?;
     }
 
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::with_capacity_and_hasher(
+        inputs.evidence.len() + inputs.memory.len(),
+        foldhash::fast::RandomState::default(),
+    );
     for (i, ev) in inputs.evidence.iter().enumerate() {
-        check_id(&ev.id, &format!("evidence[{i}].id"), &mut seen)?;
+        check_id(&ev.id, || format!("evidence[{i}].id"), &mut seen)?;
         if !ev.score.is_finite() {
             return Err(CompileError::input(
                 format!("evidence[{i}].score"),
@@ -124,7 +127,7 @@ pub(crate) fn validate_inputs(
         }
     }
     for (i, m) in inputs.memory.iter().enumerate() {
-        check_id(&m.id, &format!("memory[{i}].id"), &mut seen)?;
+        check_id(&m.id, || format!("memory[{i}].id"), &mut seen)?;
         if m.promoted != Some(true) {
             return Err(CompileError::input(
                 format!("memory[{i}].promoted"),
@@ -159,13 +162,18 @@ pub(crate) fn validate_inputs(
 
 /// Ids must be non-empty and unique across evidence and memory together, so that an id
 /// in a manifest, the ledger or `dropped_block_ids` names exactly one input.
-fn check_id(id: &str, path: &str, seen: &mut HashSet<String>) -> Result<(), CompileError> {
+/// `path` is only formatted when there is an error to report.
+fn check_id<'a>(
+    id: &'a str,
+    path: impl FnOnce() -> String,
+    seen: &mut HashSet<&'a str, foldhash::fast::RandomState>,
+) -> Result<(), CompileError> {
     if id.is_empty() {
-        return Err(CompileError::input(path, "id must not be empty"));
+        return Err(CompileError::input(path(), "id must not be empty"));
     }
-    if !seen.insert(id.to_owned()) {
+    if !seen.insert(id) {
         return Err(CompileError::input(
-            path,
+            path(),
             format!("duplicate id `{id}`; evidence and memory ids must be unique"),
         ));
     }
