@@ -883,6 +883,116 @@ fn one_byte_of_evidence_changes_the_ledger_hash() {
     assert_ne!(cc.context_ledger.hash, cc2.context_ledger.hash);
 }
 
+/// Every input value is in the ledger hash, through the inputs digest, including
+/// those the envelope does not otherwise show.
+#[test]
+fn any_changed_input_value_changes_the_ledger_hash() {
+    type Edit = fn(&mut Value, &mut Value, &mut Value, &mut Value);
+    let edits: Vec<(&str, Edit)> = vec![
+        ("run.run_id", |r, _, _, _| r["run_id"] = json!("r-2")),
+        ("run.tenant", |r, _, _, _| r["tenant"] = json!("acme2")),
+        ("run.user.id", |r, _, _, _| r["user"]["id"] = json!("u-2")),
+        ("run.user.roles", |r, _, _, _| {
+            r["user"]["roles"] = json!(["customer", "vip"])
+        }),
+        ("run.permissions", |r, _, _, _| {
+            r["permissions"] = json!(["lookup_order", "issue_refund", "unused"])
+        }),
+        ("request.message", |_, q, _, _| {
+            q["message"] = json!("I want my money back!")
+        }),
+        ("request.channel", |_, q, _, _| {
+            q["channel"] = json!("email")
+        }),
+        ("request.locale", |_, q, _, _| q["locale"] = json!("en-GB")),
+        ("request.context", |_, q, _, _| {
+            q["context"]["user"]["age"] = json!(35)
+        }),
+        ("request.history.role", |_, q, _, _| {
+            q["history"][1]["role"] = json!("user")
+        }),
+        ("evidence.hops", |_, _, e, _| e[0]["hops"] = json!(2)),
+        ("memory.score", |_, _, _, m| m[0]["score"] = json!(0.6)),
+    ];
+    let base = ok();
+    for (what, edit) in edits {
+        let cc = compile_with(pack(), edit).expect("the edited inputs compile");
+        assert_ne!(
+            cc.context_ledger.inputs, base.context_ledger.inputs,
+            "{what}"
+        );
+        assert_ne!(cc.context_ledger.hash, base.context_ledger.hash, "{what}");
+        assert!(cc.verify_ledger(), "{what}");
+    }
+    // Layout is not an input value: key order does not change the digest.
+    let reordered = compile_with(pack(), |r, _, _, _| {
+        let mut swapped = serde_json::Map::new();
+        for (k, v) in r.as_object().unwrap().iter().rev() {
+            swapped.insert(k.clone(), v.clone());
+        }
+        *r = Value::Object(swapped);
+    })
+    .unwrap();
+    assert_eq!(reordered.context_ledger.inputs, base.context_ledger.inputs);
+}
+
+#[test]
+fn ledger_records_the_pack_hash() {
+    let artifact = pack();
+    let (_, hash) = artifact.seal();
+    let cc = ok();
+    assert_eq!(cc.context_ledger.pack_hash, hash);
+    assert_eq!(cc.context_ledger.pack_hash, cc.pack.hash);
+    assert!(cc.context_ledger.inputs.starts_with("blake3:"));
+}
+
+/// Policies run in priority order (higher first, ties by name) whatever order the
+/// artifact lists them in: the first refusal in that order gives the reason.
+#[test]
+fn policies_run_in_priority_order_whatever_the_artifact_order() {
+    let mut a = pack();
+    let always = json!({"==": [1, 1]});
+    a.policies.insert(
+        0,
+        policy(
+            "low",
+            1,
+            true,
+            always.clone(),
+            vec![Effect::Refuse("low".into())],
+        ),
+    );
+    a.policies.push(policy(
+        "high",
+        500,
+        true,
+        always.clone(),
+        vec![Effect::Refuse("high".into())],
+    ));
+    a.policies.push(policy(
+        "aaa_tie",
+        1,
+        true,
+        always,
+        vec![Effect::Refuse("tie".into())],
+    ));
+    let cc = PreparedPack::new(a)
+        .unwrap()
+        .compile(&inputs_with(|_, _, _, _| {}).unwrap())
+        .unwrap();
+    assert_eq!(cc.runtime_controls.refusal_reason.as_deref(), Some("high"));
+    let order: Vec<&str> = cc
+        .manifests
+        .policy_manifest
+        .iter()
+        .map(|p| p.policy.as_str())
+        .collect();
+    let high = order.iter().position(|p| *p == "high").unwrap();
+    let tie = order.iter().position(|p| *p == "aaa_tie").unwrap();
+    let low = order.iter().position(|p| *p == "low").unwrap();
+    assert!(high < tie && tie < low, "{order:?}");
+}
+
 // ── Snapshots ────────────────────────────────────────────────────────────────
 
 #[test]

@@ -183,6 +183,12 @@ fn block_needs_escape(block: &[u8; 32]) -> bool {
 pub fn write_str<S: Sink + ?Sized>(out: &mut S, s: &str) {
     let bytes = s.as_bytes();
     out.put_byte(b'"');
+    // Keys, ids and names: short, and almost never in need of an escape.
+    if bytes.len() < 32 && !bytes.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.put(bytes);
+        out.put_byte(b'"');
+        return;
+    }
     // Bytes before `start` are written; bytes from `start` to `i` need no escape.
     let mut start = 0;
     let mut i = 0;

@@ -203,9 +203,15 @@ pub struct ContextLedger {
     /// Empty, and then left out, while the hash itself is computed.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub hash: String,
+    /// `blake3:<hex>` of every input of the compile (run, request, evidence, memory),
+    /// contents by their BLAKE3; see `runtime::digest`. It makes the ledger hash
+    /// change with any input, including those the envelope does not otherwise show.
+    pub inputs: String,
     pub memory: Vec<LedgerItem>,
     /// `name@version`.
     pub pack: String,
+    /// The artifact's hash (`blake3:<hex>`), as `pack.hash`.
+    pub pack_hash: String,
     pub policy: LedgerPolicy,
     /// The request id.
     pub request: String,

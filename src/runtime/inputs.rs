@@ -29,23 +29,26 @@ pub struct CompileInputs {
 }
 
 /// Who is running, in which safety mode, with which permissions and budget.
+///
+/// Fields are declared in sorted order: the run serializes canonically as part of the
+/// ledger's inputs digest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunContext {
-    pub run_id: String,
     #[serde(default)]
-    pub tenant: Option<String>,
-    pub safety_mode: SafetyMode,
-    /// Absent means an anonymous user with no roles.
-    #[serde(default)]
-    pub user: RunUser,
+    pub budget: Option<RunBudget>,
     /// If present, surfaced tools are intersected with it.
     #[serde(default)]
     pub permissions: Option<Vec<String>>,
     #[serde(default)]
     pub prohibitions: Option<Vec<String>>,
+    pub run_id: String,
+    pub safety_mode: SafetyMode,
     #[serde(default)]
-    pub budget: Option<RunBudget>,
+    pub tenant: Option<String>,
+    /// Absent means an anonymous user with no roles.
+    #[serde(default)]
+    pub user: RunUser,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -57,16 +60,16 @@ pub struct RunUser {
     pub roles: Vec<String>,
 }
 
-/// Per-run overrides of the pack's budget.
+/// Per-run overrides of the pack's budget (fields in sorted order, as for the run).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunBudget {
     #[serde(default)]
-    pub total_tokens: Option<u64>,
-    #[serde(default)]
     pub bucket_tokens: Option<BTreeMap<String, u64>>,
     #[serde(default)]
     pub tokenizer: Option<Tokenizer>,
+    #[serde(default)]
+    pub total_tokens: Option<u64>,
 }
 
 /// One invocation of the agent.

@@ -25,6 +25,7 @@
 
 pub mod assemble;
 pub mod budget;
+mod digest;
 pub mod envelope;
 pub mod error;
 pub mod inputs;
@@ -99,7 +100,19 @@ fn prompts_and_budget(artifact: &Artifact) -> Result<(&Prompts, &Budget), Compil
 
 impl PreparedPack {
     /// Prepares `artifact` (already verified, e.g. by [`crate::artifact::verify_bytes`]).
-    pub fn new(artifact: Artifact) -> Result<PreparedPack, CompileError> {
+    pub fn new(mut artifact: Artifact) -> Result<PreparedPack, CompileError> {
+        // The hash of the artifact as given (sealing one that has none).
+        let pack_hash = match &artifact.hash {
+            Some(h) => h.clone(),
+            None => artifact.seal().1,
+        };
+        // Policies are evaluated in priority order (higher first, ties by name). `build`
+        // writes them in that order; an artifact made or edited by other means may not.
+        artifact.policies.sort_by(|a, b| {
+            b.priority
+                .cmp(&a.priority)
+                .then_with(|| a.name.cmp(&b.name))
+        });
         if artifact.library {
             return Err(CompileError::LibraryPack {
                 name: artifact.name.clone(),
@@ -152,10 +165,6 @@ impl PreparedPack {
                 }
             }
         }
-        let pack_hash = match &artifact.hash {
-            Some(h) => h.clone(),
-            None => artifact.seal().1,
-        };
         Ok(PreparedPack {
             artifact,
             pack_hash,
@@ -662,6 +671,13 @@ impl PreparedPack {
             diagnostics,
             context_ledger: ContextLedger {
                 pack: format!("{}@{}", artifact.name, artifact.version),
+                pack_hash: self.pack_hash.clone(),
+                inputs: digest::inputs_digest(
+                    inputs,
+                    &evidence_hashes,
+                    &memory_hashes,
+                    &turn_hashes,
+                ),
                 request: request.request_id.clone(),
                 policy: LedgerPolicy {
                     bundles,

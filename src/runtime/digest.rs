@@ -1,0 +1,156 @@
+//! The inputs digest that `context_ledger.inputs` records: the BLAKE3 of every input of
+//! a compile, so that the ledger hash changes with any input, including the ones the
+//! envelope does not otherwise show (the request's message and context, the run's id,
+//! tenant, user and safety mode, memory scores).
+//!
+//! The digest is over a canonical JSON document (sorted keys, no whitespace, no final
+//! newline), in which contents stand by their BLAKE3 (which the ledger computes anyway)
+//! rather than in full, so that digesting never re-reads hundreds of kilobytes:
+//!
+//! ```json
+//! { "evidence": [ { "blake3", "hops", "id", "score", "source" } ],   // in input order
+//!   "memory":   [ { "blake3", "id", "promoted", "score" } ],
+//!   "request":  { "channel", "context", "history": [ { "blake3", "role" } ], "intent",
+//!                 "locale", "message", "request_id" },
+//!   "run":      { "budget", "permissions", "prohibitions", "run_id", "safety_mode",
+//!                 "tenant", "user": { "id", "roles" } } }
+//! ```
+//!
+//! Inputs are digested as decoded, so two files that differ only in layout (key order,
+//! whitespace, JSON versus YAML) give the same digest; any change of a value changes it.
+
+use crate::artifact::json::{self, HashSink};
+use serde::{Serialize, Serializer};
+
+use super::envelope::SortedValue;
+use super::inputs::{CompileInputs, Role, RunContext};
+
+/// A content hash, written `blake3:<hex>`.
+struct HashRef<'a>(&'a blake3::Hash);
+
+impl Serialize for HashRef<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("blake3:{}", self.0.to_hex()))
+    }
+}
+
+#[derive(Serialize)]
+struct EvidenceDigest<'a> {
+    blake3: HashRef<'a>,
+    hops: u32,
+    id: &'a str,
+    score: f64,
+    source: &'a str,
+}
+
+#[derive(Serialize)]
+struct MemoryDigest<'a> {
+    blake3: HashRef<'a>,
+    id: &'a str,
+    promoted: Option<bool>,
+    score: f64,
+}
+
+#[derive(Serialize)]
+struct TurnDigest<'a> {
+    blake3: HashRef<'a>,
+    role: Role,
+}
+
+#[derive(Serialize)]
+struct RequestDigest<'a> {
+    channel: &'a str,
+    context: SortedValue<'a>,
+    history: Vec<TurnDigest<'a>>,
+    intent: Option<&'a str>,
+    locale: &'a str,
+    message: &'a str,
+    request_id: &'a str,
+}
+
+#[derive(Serialize)]
+struct InputsDigest<'a> {
+    evidence: Vec<EvidenceDigest<'a>>,
+    memory: Vec<MemoryDigest<'a>>,
+    request: RequestDigest<'a>,
+    run: &'a RunContext,
+}
+
+/// `blake3:<hex>` of the inputs document, given the BLAKE3 of every evidence, memory
+/// and history content (in input order).
+pub(crate) fn inputs_digest(
+    inputs: &CompileInputs,
+    evidence: &[blake3::Hash],
+    memory: &[blake3::Hash],
+    history: &[blake3::Hash],
+) -> String {
+    let request = &inputs.request;
+    let doc = InputsDigest {
+        evidence: inputs
+            .evidence
+            .iter()
+            .zip(evidence)
+            .map(|(e, h)| EvidenceDigest {
+                blake3: HashRef(h),
+                hops: e.hops,
+                id: &e.id,
+                score: e.score,
+                source: &e.source,
+            })
+            .collect(),
+        memory: inputs
+            .memory
+            .iter()
+            .zip(memory)
+            .map(|(m, h)| MemoryDigest {
+                blake3: HashRef(h),
+                id: &m.id,
+                promoted: m.promoted,
+                score: m.score,
+            })
+            .collect(),
+        request: RequestDigest {
+            channel: &request.channel,
+            context: SortedValue(&request.context),
+            history: request
+                .history
+                .iter()
+                .zip(history)
+                .map(|(t, h)| TurnDigest {
+                    blake3: HashRef(h),
+                    role: t.role,
+                })
+                .collect(),
+            intent: request.intent.as_deref(),
+            locale: &request.locale,
+            message: &request.message,
+            request_id: &request.request_id,
+        },
+        run: &inputs.run,
+    };
+    let mut sink = HashSink::default();
+    // Plain data with string keys: serialization cannot fail.
+    let _ = json::to_sink(&doc, &mut sink);
+    format!("blake3:{}", sink.finalize().to_hex())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::artifact::canonical_bytes;
+    use serde_json::json;
+
+    /// The run serializes with sorted keys, exactly as canonical JSON would write it.
+    #[test]
+    fn run_is_canonical() {
+        let run: RunContext = serde_json::from_value(json!({
+            "run_id": "r", "tenant": "t", "safety_mode": "supervised",
+            "user": {"id": "u", "roles": ["a"]}, "permissions": ["x"], "prohibitions": [],
+            "budget": {"total_tokens": 10, "bucket_tokens": {"b": 1}, "tokenizer": "o200k"}
+        }))
+        .expect("a valid run");
+        let direct = json::to_vec(&run).expect("serializes");
+        let canonical = canonical_bytes(&serde_json::to_value(&run).expect("serializes"));
+        assert_eq!(direct, canonical[..canonical.len() - 1]);
+    }
+}
