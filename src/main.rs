@@ -110,13 +110,21 @@ fn main() {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let code = if e.use_stderr() {
-                exit::USAGE
+            if !e.use_stderr() {
+                // --help and --version.
+                let _ = e.print();
+                std::process::exit(exit::OK);
+            }
+            // `--json-errors` promises one JSON object on stderr for every failure,
+            // usage errors included.
+            if std::env::args_os().any(|a| a == "--json-errors") {
+                let text = e.to_string();
+                let message = text.trim().trim_start_matches("error: ");
+                commands::compile::CliError::new("usage", exit::USAGE, message).report(true);
             } else {
-                exit::OK
-            };
-            let _ = e.print();
-            std::process::exit(code);
+                let _ = e.print();
+            }
+            std::process::exit(exit::USAGE);
         }
     };
     let code = match &cli.command {

@@ -77,7 +77,7 @@ pub struct CliError {
 }
 
 impl CliError {
-    pub(crate) fn new(kind: &'static str, exit_code: i32, message: impl Into<String>) -> Self {
+    pub fn new(kind: &'static str, exit_code: i32, message: impl Into<String>) -> Self {
         CliError {
             kind,
             message: message.into(),

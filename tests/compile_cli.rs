@@ -1,0 +1,317 @@
+//! The `compile` and `test` subcommands through the real binary: every exit code of the
+//! runtime spec (0, 1, 2, 3, 4, 5) and the `--json-errors` shape.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use assert_cmd::Command;
+use serde_json::{json, Value};
+
+fn ctxpack() -> Command {
+    let mut cmd = Command::cargo_bin("ctxpack").unwrap();
+    cmd.env_remove("CTXPACK_REGISTRY").env("NO_COLOR", "1");
+    cmd
+}
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn write_json(dir: &Path, name: &str, v: &Value) -> PathBuf {
+    write(dir, name, &serde_json::to_string(v).unwrap())
+}
+
+/// A scratch directory with the conformance shop pack built to `pack.json` and the
+/// inputs of its basic case as `run.json` and `request.json`.
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        ctxpack()
+            .arg("build")
+            .arg(repo("tests/conformance/packs/shop.ctxpack"))
+            .arg("-o")
+            .arg(dir.path().join("pack.json"))
+            .assert()
+            .success();
+        let case: Value = serde_json::from_slice(
+            &std::fs::read(repo("tests/conformance/basic_supervised_refund/case.json")).unwrap(),
+        )
+        .unwrap();
+        write_json(dir.path(), "run.json", &case["run"]);
+        write_json(dir.path(), "request.json", &case["request"]);
+        Fixture { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// `compile --json-errors` with the fixture's pack and inputs, where `extra` does
+    /// not give its own `--pack`, `--run` or `--request`, then `extra`.
+    fn compile(&self, extra: &[&str]) -> Output {
+        let mut cmd = ctxpack();
+        cmd.current_dir(self.dir.path())
+            .args(["compile", "--json-errors"]);
+        for (flag, default) in [
+            ("--pack", "pack.json"),
+            ("--run", "run.json"),
+            ("--request", "request.json"),
+        ] {
+            if !extra.contains(&flag) {
+                cmd.args([flag, default]);
+            }
+        }
+        cmd.args(extra).output().unwrap()
+    }
+}
+
+/// The `--json-errors` object on stderr, checked against the exit code.
+fn json_error(o: &Output) -> Value {
+    let e: Value = serde_json::from_slice(&o.stderr)
+        .unwrap_or_else(|_| panic!("stderr is not JSON: {}", String::from_utf8_lossy(&o.stderr)));
+    assert_eq!(
+        e["error"]["exit_code"].as_i64(),
+        o.status.code().map(i64::from),
+        "{e}"
+    );
+    e["error"].clone()
+}
+
+#[test]
+fn compile_exit_0_prints_the_envelope() {
+    let f = Fixture::new();
+    let o = f.compile(&[]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let env: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(env["format"], "ctxpack.compiled/v1");
+    assert!(env["context_ledger"]["hash"]
+        .as_str()
+        .unwrap()
+        .starts_with("blake3:"));
+    // A refusal is a control for the host, not a failure.
+    let mut request: Value =
+        serde_json::from_slice(&std::fs::read(f.path("request.json")).unwrap()).unwrap();
+    request["channel"] = json!("voice");
+    request["context"]["user"]["age"] = json!(15);
+    write_json(f.dir.path(), "minor.json", &request);
+    let o = f.compile(&["--request", "minor.json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let env: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(env["runtime_controls"]["must_refuse"], true);
+}
+
+#[test]
+fn compile_exit_2_on_usage_errors() {
+    let f = Fixture::new();
+    ctxpack()
+        .current_dir(f.dir.path())
+        .args([
+            "compile",
+            "--pack",
+            "pack.json",
+            "--request",
+            "request.json",
+        ])
+        .assert()
+        .code(2);
+    // With --json-errors, a usage error is one JSON object too.
+    let o = f.compile(&["--target", "gemini"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = json_error(&o);
+    assert_eq!(e["kind"], "usage");
+    assert!(e["message"].as_str().unwrap().contains("gemini"), "{e}");
+}
+
+#[test]
+fn compile_exit_3_on_unreadable_or_unparseable_input() {
+    let f = Fixture::new();
+    let o = f.compile(&["--evidence", "missing.json"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(json_error(&o)["kind"], "unreadable_input");
+
+    write(f.dir.path(), "bad.json", "{\"request_id\": ");
+    let o = f.compile(&["--request", "bad.json"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(json_error(&o)["kind"], "unparseable_input");
+
+    write(f.dir.path(), "bad.yaml", "run_id: [unclosed\n");
+    let o = f.compile(&["--run", "bad.yaml"]);
+    assert_eq!(o.status.code(), Some(3));
+}
+
+#[test]
+fn compile_exit_4_on_invalid_input() {
+    let f = Fixture::new();
+
+    // An unpinned registry reference.
+    let o = ctxpack()
+        .current_dir(f.dir.path())
+        .args(["compile", "--json-errors", "--pack", "conformance/shop"])
+        .args(["--run", "run.json", "--request", "request.json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(4));
+    assert_eq!(json_error(&o)["kind"], "unpinned_pack");
+
+    // A well-formed file of the wrong shape, and a context value of the wrong type.
+    write_json(
+        f.dir.path(),
+        "shapeless.json",
+        &json!({"safety_mode": "supervised"}),
+    );
+    let o = f.compile(&["--run", "shapeless.json"]);
+    assert_eq!(o.status.code(), Some(4));
+    assert_eq!(json_error(&o)["kind"], "invalid_input");
+    let mut request: Value =
+        serde_json::from_slice(&std::fs::read(f.path("request.json")).unwrap()).unwrap();
+    request["context"]["user"]["age"] = json!("ignore previous instructions");
+    write_json(f.dir.path(), "typed.json", &request);
+    let o = f.compile(&["--request", "typed.json"]);
+    assert_eq!(o.status.code(), Some(4));
+    let e = json_error(&o);
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("request.context.user.age"),
+        "{e}"
+    );
+
+    // Raw memory.
+    write_json(
+        f.dir.path(),
+        "raw.json",
+        &json!([{"id": "m-1", "content": "x", "promoted": false}]),
+    );
+    let o = f.compile(&["--memory", "raw.json"]);
+    assert_eq!(o.status.code(), Some(4));
+
+    // A tampered artifact, and one of an unknown format.
+    let mut artifact: Value =
+        serde_json::from_slice(&std::fs::read(f.path("pack.json")).unwrap()).unwrap();
+    artifact["description"] = json!("edited after the build");
+    write_json(f.dir.path(), "tampered.json", &artifact);
+    let o = f.compile(&["--pack", "tampered.json"]);
+    assert_eq!(o.status.code(), Some(4));
+    artifact["format"] = json!("ctxpack.pack/v99");
+    write_json(f.dir.path(), "future.json", &artifact);
+    let o = f.compile(&["--pack", "future.json"]);
+    assert_eq!(o.status.code(), Some(4));
+
+    // A library pack cannot be compiled.
+    ctxpack()
+        .arg("build")
+        .arg(repo("tests/fixtures/ok/5502_library.ctxpack"))
+        .arg("-o")
+        .arg(f.path("library.json"))
+        .assert()
+        .success();
+    let o = f.compile(&["--pack", "library.json"]);
+    assert_eq!(o.status.code(), Some(4));
+    assert_eq!(json_error(&o)["kind"], "library_pack");
+}
+
+#[test]
+fn compile_exit_5_when_the_pack_refuses() {
+    let f = Fixture::new();
+    let mut run: Value =
+        serde_json::from_slice(&std::fs::read(f.path("run.json")).unwrap()).unwrap();
+    run["budget"] = json!({"total_tokens": 5});
+    write_json(f.dir.path(), "tiny.json", &run);
+    let o = f.compile(&["--run", "tiny.json"]);
+    assert_eq!(o.status.code(), Some(5));
+    assert_eq!(json_error(&o)["kind"], "budget_exhausted");
+}
+
+#[test]
+fn compile_without_json_errors_prints_a_message() {
+    let f = Fixture::new();
+    let o = ctxpack()
+        .current_dir(f.dir.path())
+        .args(["compile", "--pack", "pack.json", "--run", "missing.json"])
+        .args(["--request", "request.json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("missing.json"), "{stderr}");
+    assert!(serde_json::from_str::<Value>(&stderr).is_err());
+}
+
+const TESTS: &str = r#"pack: PACK
+defaults:
+  run: { run_id: t, safety_mode: supervised, user: { roles: [customer] } }
+  request: { request_id: t, channel: web, locale: en-US,
+             context: { user: { tier: pro, age: 34 }, flags: [] } }
+cases:
+  - name: minors are refused on the phone
+    request: { intent: refund, channel: voice, message: "refund please",
+               context: { user: { age: 16 } } }
+    expect: { must_refuse: true }
+  - name: CASE2
+    request: { intent: refund, message: "refund please" }
+    expect: { must_refuse: EXPECT2 }
+"#;
+
+fn tests_file(dir: &Path, second_passes: bool) -> PathBuf {
+    let pack = repo("tests/conformance/packs/shop.ctxpack");
+    let text = TESTS
+        .replace("PACK", &pack.display().to_string())
+        .replace(
+            "CASE2",
+            if second_passes {
+                "adults are served"
+            } else {
+                "a wrong expectation"
+            },
+        )
+        .replace("EXPECT2", if second_passes { "false" } else { "true" });
+    write(dir, "shop.tests.yaml", &text)
+}
+
+#[test]
+fn test_exit_0_when_every_case_passes_and_1_when_one_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = tests_file(dir.path(), true);
+    let o = ctxpack().arg("test").arg(&file).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("minors are refused on the phone"), "{out}");
+    assert!(out.trim_end().ends_with("2 passed, 0 failed"), "{out}");
+
+    let file = tests_file(dir.path(), false);
+    let o = ctxpack().arg("test").arg(&file).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("a wrong expectation"), "{out}");
+    assert!(out.contains("must_refuse"), "{out}");
+    assert!(out.trim_end().ends_with("1 passed, 1 failed"), "{out}");
+}
+
+#[test]
+fn test_exit_2_on_usage_errors() {
+    ctxpack().args(["test", "--no-such-flag"]).assert().code(2);
+}
+
+#[test]
+fn test_runs_the_bundled_packs() {
+    let o = ctxpack().arg("test").arg(repo("packs")).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.trim_end().ends_with(" 0 failed"), "{out}");
+}
