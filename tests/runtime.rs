@@ -437,6 +437,28 @@ fn duplicate_ids_are_rejected() {
 fn unknown_safety_mode_and_shape_errors_are_exit_4() {
     let e = inputs_with(|r, _, _, _| r["safety_mode"] = json!("yolo")).unwrap_err();
     assert_eq!(e.exit_code(), 4);
+    assert!(
+        e.to_string()
+            .starts_with("run.safety_mode: unknown variant `yolo`"),
+        "{e}"
+    );
+    // Shape errors name the member they are about.
+    let e = inputs_with(|_, q, _, _| q["request_id"] = json!(7)).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("request.request_id: invalid type"),
+        "{e}"
+    );
+    let e = inputs_with(|r, _, _, _| r["user"]["roles"] = json!(["a", 1])).unwrap_err();
+    assert!(
+        e.to_string().starts_with("run.user.roles[1]: invalid type"),
+        "{e}"
+    );
+    let e = inputs_with(|_, _, ev, _| ev[1]["score"] = json!("high")).unwrap_err();
+    assert!(
+        e.to_string().starts_with("evidence[1].score: invalid type"),
+        "{e}"
+    );
     let e = inputs_with(|_, q, _, _| {
         q.as_object_mut().unwrap().remove("message");
     })
@@ -447,6 +469,11 @@ fn unknown_safety_mode_and_shape_errors_are_exit_4() {
         .starts_with("request: missing field `message`"));
     let e = inputs_with(|_, q, _, _| q["history"][0]["role"] = json!("system")).unwrap_err();
     assert_eq!(e.exit_code(), 4);
+    assert!(
+        e.to_string()
+            .starts_with("request.history[0].role: unknown variant `system`"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -151,8 +151,9 @@ where
 }
 
 /// Decodes parsed documents into typed inputs. `evidence` and `memory` are JSON arrays
-/// (or `null`/absent for none). Shape errors name the document: `run: missing field
-/// `safety_mode``, `evidence[3]: unknown field `scroe``.
+/// (or `null`/absent for none). Shape errors name the document and the member:
+/// `run: missing field `safety_mode``, `run.safety_mode: unknown variant `yolo``,
+/// `evidence[3]: unknown field `scroe``.
 pub fn decode_inputs(
     run: Value,
     request: Value,
@@ -171,8 +172,18 @@ pub fn decode_inputs(
     })
 }
 
+/// Decodes one document; a shape error names the member it is about
+/// (`run.safety_mode: unknown variant ...`, `request.history[1].role: ...`).
 fn decode<T: for<'de> Deserialize<'de>>(path: &str, value: Value) -> Result<T, CompileError> {
-    serde_json::from_value(value).map_err(|e| CompileError::input(path, e.to_string()))
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let inner = e.path().to_string();
+        let at = match inner.as_str() {
+            "." => path.to_owned(),
+            member if member.starts_with('[') => format!("{path}{member}"),
+            member => format!("{path}.{member}"),
+        };
+        CompileError::input(at, e.into_inner().to_string())
+    })
 }
 
 fn decode_list<T: for<'de> Deserialize<'de>>(
