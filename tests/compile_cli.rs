@@ -315,3 +315,35 @@ fn test_runs_the_bundled_packs() {
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(out.trim_end().ends_with(" 0 failed"), "{out}");
 }
+
+/// A case can unset a default with `null`, and a case whose evidence file is missing
+/// fails alone: the other cases of the file still run.
+#[test]
+fn test_cases_unset_defaults_and_fail_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let pack = repo("tests/conformance/packs/shop.ctxpack");
+    let text = format!(
+        r#"pack: {}
+defaults:
+  run: {{ run_id: t, safety_mode: supervised }}
+  request: {{ request_id: t, channel: web, locale: en-US, intent: refund, message: hi,
+             context: {{ user: {{ tier: pro, age: 34 }}, flags: [] }} }}
+cases:
+  - name: the default intent
+    expect: {{ fallback_used: false }}
+  - name: no intent falls back
+    request: {{ intent: null }}
+    expect: {{ fallback_used: true }}
+  - name: missing evidence file
+    evidence: nowhere.json
+    expect: {{ must_refuse: false }}
+"#,
+        pack.display()
+    );
+    let file = write(dir.path(), "shop.tests.yaml", &text);
+    let o = ctxpack().arg("test").arg(&file).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("nowhere.json"), "{out}");
+    assert!(out.trim_end().ends_with("2 passed, 1 failed"), "{out}");
+}

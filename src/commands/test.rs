@@ -3,8 +3,10 @@
 //! A test file names its `pack` (relative to the file: a `.json` artifact, or a
 //! `.ctxpack` source built by the loader the caller supplies), optional `defaults`, and
 //! `cases`. Each case's `run`, `request`, `evidence` and `memory` are deep-merged over
-//! the defaults (objects merge, lists and scalars replace); `evidence` and `memory` may
-//! be inline lists or paths relative to the test file.
+//! the defaults (objects merge, lists and scalars replace, and a nested `null` unsets a
+//! default, e.g. `request: { intent: null }`); `evidence` and `memory` may be inline
+//! lists or paths relative to the test file. A case whose evidence or memory file
+//! cannot be read fails, with the reason; the other cases still run.
 //!
 //! Expectations (all optional; unknown ones are an error so that a typo cannot pass):
 //!
@@ -193,7 +195,16 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Deep merge: objects merge key by key; anything else in `over` replaces `base`.
+/// A case's value over the defaults: absent (`null` at the top) keeps the default.
+fn over_default(base: &Value, over: &Value) -> Value {
+    match over {
+        Value::Null => base.clone(),
+        over => merge(base, over),
+    }
+}
+
+/// Deep merge: objects merge key by key; anything else in `over` replaces `base`,
+/// `null` included (so a case can unset a default, e.g. `request: { intent: null }`).
 fn merge(base: &Value, over: &Value) -> Value {
     match (base, over) {
         (Value::Object(b), Value::Object(o)) => {
@@ -207,7 +218,6 @@ fn merge(base: &Value, over: &Value) -> Value {
             }
             Value::Object(out)
         }
-        (_, Value::Null) => base.clone(),
         _ => over.clone(),
     }
 }
@@ -274,10 +284,21 @@ fn run_file(
     let mut results = Vec::new();
     for case in spec.cases {
         let get = |key: &str| spec.defaults.get(key).cloned().unwrap_or(Value::Null);
-        let run = merge(&get("run"), &case.run);
-        let request = merge(&get("request"), &case.request);
-        let evidence = list_input(merge(&get("evidence"), &case.evidence), dir)?;
-        let memory = list_input(merge(&get("memory"), &case.memory), dir)?;
+        let run = over_default(&get("run"), &case.run);
+        let request = over_default(&get("request"), &case.request);
+        // An evidence or memory file that cannot be read fails its case, not the file.
+        let lists =
+            list_input(over_default(&get("evidence"), &case.evidence), dir).and_then(|evidence| {
+                let memory = list_input(over_default(&get("memory"), &case.memory), dir)?;
+                Ok((evidence, memory))
+            });
+        let (evidence, memory) = match lists {
+            Ok(lists) => lists,
+            Err(e) => {
+                results.push((case.name, vec![format!("inputs: {}", e.message)]));
+                continue;
+            }
+        };
         let outcome = match &prepared {
             Err(e) => Err(e.clone()),
             Ok(pack) => {
@@ -394,5 +415,15 @@ mod tests {
             merge(&base, &over),
             json!({"a": {"x": 1, "y": [3]}, "b": 1, "c": 2})
         );
+    }
+
+    #[test]
+    fn null_unsets_a_default_but_an_absent_case_value_keeps_it() {
+        let base = json!({"intent": "refund", "message": "hi"});
+        assert_eq!(
+            over_default(&base, &json!({"intent": null})),
+            json!({"intent": null, "message": "hi"})
+        );
+        assert_eq!(over_default(&base, &Value::Null), base);
     }
 }
