@@ -664,8 +664,8 @@ fn manifest(cc: &CompiledContext) -> Vec<(String, bool, Option<String>, String, 
                 t.name.clone(),
                 t.surfaced,
                 t.withheld_reason.clone(),
-                t.capability_metadata.approval_mode.clone(),
-                t.capability_metadata.derivation.clone(),
+                t.capability_metadata.approval_mode.to_owned(),
+                t.capability_metadata.derivation.to_string(),
             )
         })
         .collect()

@@ -351,8 +351,8 @@ pub fn explain(cc: &CompiledContext) -> String {
         tools.add_row([
             t.name.clone(),
             if t.surfaced { "yes" } else { "no" }.to_owned(),
-            t.capability_metadata.approval_mode.clone(),
-            t.capability_metadata.derivation.clone(),
+            t.capability_metadata.approval_mode.to_owned(),
+            t.capability_metadata.derivation.to_string(),
             t.withheld_reason.clone().unwrap_or_default(),
         ]);
     }

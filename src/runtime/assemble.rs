@@ -62,12 +62,54 @@ pub(crate) struct Candidate<'a> {
     /// Determines the text: equal keys mean equal texts (see the module docs).
     pub key: [u8; 32],
     /// Wrapper before the content (`<evidence ...>`, `user: `), possibly empty.
-    pub prefix: Cow<'a, str>,
+    pub prefix: Prefix<'a>,
     /// The content before redaction and escaping.
     pub raw: Cow<'a, str>,
     pub lane: Lane,
     /// Wrapper after the content (`</evidence>`), possibly empty.
     pub suffix: &'static str,
+}
+
+/// The wrapper before a block's content, written out only where it is needed (in the
+/// block's cache key, and in the text of a block that is kept).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Prefix<'a> {
+    /// A fixed text: `user: `, or nothing.
+    Fixed(&'static str),
+    /// `<evidence id="ID" source="SOURCE">`, attributes escaped.
+    Evidence { id: &'a str, source: &'a str },
+    /// `<memory id="ID">`, the attribute escaped.
+    Memory { id: &'a str },
+}
+
+impl Prefix<'_> {
+    /// Appends the prefix to `out`.
+    pub fn write(self, out: &mut String) {
+        match self {
+            Prefix::Fixed(text) => out.push_str(text),
+            Prefix::Evidence { id, source } => {
+                out.push_str("<evidence id=\"");
+                escape_attr_into(out, id);
+                out.push_str("\" source=\"");
+                escape_attr_into(out, source);
+                out.push_str("\">");
+            }
+            Prefix::Memory { id } => {
+                out.push_str("<memory id=\"");
+                escape_attr_into(out, id);
+                out.push_str("\">");
+            }
+        }
+    }
+
+    /// An upper bound of the written length, for capacity (escapes are rare).
+    fn len_hint(self) -> usize {
+        match self {
+            Prefix::Fixed(text) => text.len(),
+            Prefix::Evidence { id, source } => 30 + id.len() + source.len(),
+            Prefix::Memory { id } => 16 + id.len(),
+        }
+    }
 }
 
 /// Token counting as assembly needs it; implemented by the prepared pack over its cache.
@@ -96,8 +138,9 @@ impl Candidate<'_> {
     }
 
     fn text_with(&self, content: &str) -> String {
-        let mut s = String::with_capacity(self.prefix.len() + content.len() + self.suffix.len());
-        s.push_str(&self.prefix);
+        let mut s =
+            String::with_capacity(self.prefix.len_hint() + content.len() + self.suffix.len());
+        self.prefix.write(&mut s);
         s.push_str(content);
         s.push_str(self.suffix);
         s
@@ -353,7 +396,11 @@ fn block(c: Candidate<'_>, text: String, tokens: usize, truncated: bool) -> Cont
         id: c.id.into_owned(),
         bucket: c.bucket.to_owned(),
         source: c.source,
-        origin: c.origin.into_owned(),
+        // A turn's origin is its index, written out only for the turns that are kept.
+        origin: match c.turn {
+            Some((index, _)) => index.to_string(),
+            None => c.origin.into_owned(),
+        },
         trust: c.trust,
         priority: c.priority,
         tokens: tokens as u64,
@@ -374,7 +421,7 @@ fn truncated(
     remaining: usize,
     counter: &dyn Counter,
 ) -> Option<(String, usize)> {
-    let wrapper = counter.count(&format!("{}{}", c.prefix, c.suffix));
+    let wrapper = counter.count(&c.text_with(""));
     let mut target = remaining.checked_sub(wrapper)?;
     while target > 0 {
         let cut = truncate_to(counter.kind(), content, target);
@@ -417,7 +464,7 @@ mod tests {
         }
     }
 
-    fn ev(index: usize, id: &str, score: f64, content: &str) -> Candidate<'static> {
+    fn ev(index: usize, id: &'static str, score: f64, content: &str) -> Candidate<'static> {
         Candidate {
             id: Cow::Owned(id.into()),
             bucket: "evidence",
@@ -429,7 +476,10 @@ mod tests {
             turn: None,
             evidence: Some(index),
             key: [0; 32],
-            prefix: format!("<evidence id=\"{}\" source=\"kb://x\">", escape_attr(id)).into(),
+            prefix: Prefix::Evidence {
+                id,
+                source: "kb://x",
+            },
             raw: Cow::Owned(content.to_owned()),
             lane: Lane::Redacted { escape: true },
             suffix: "</evidence>",
@@ -448,7 +498,7 @@ mod tests {
             turn: Some((i, Role::User)),
             evidence: None,
             key: [0; 32],
-            prefix: "user: ".into(),
+            prefix: Prefix::Fixed("user: "),
             raw: Cow::Owned(content.to_owned()),
             lane: Lane::Plain,
             suffix: "",

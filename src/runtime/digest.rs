@@ -30,7 +30,12 @@ struct HashRef<'a>(&'a blake3::Hash);
 
 impl Serialize for HashRef<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format!("blake3:{}", self.0.to_hex()))
+        let hex = self.0.to_hex();
+        let mut text = [0u8; 7 + 64];
+        text[..7].copy_from_slice(b"blake3:");
+        text[7..].copy_from_slice(hex.as_bytes());
+        // ASCII by construction.
+        s.serialize_str(std::str::from_utf8(&text).unwrap_or_default())
     }
 }
 

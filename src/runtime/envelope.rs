@@ -134,8 +134,9 @@ pub struct Manifests {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PolicyManifestEntry {
     pub bundle: String,
+    /// Shared with the prepared pack (never copied per compile).
     #[serde(serialize_with = "sorted_values")]
-    pub effects: Vec<Value>,
+    pub effects: std::sync::Arc<[Value]>,
     pub enforcing: bool,
     pub error: Option<String>,
     pub fired: bool,
@@ -269,13 +270,19 @@ impl Serialize for SortedValue<'_> {
     }
 }
 
-pub(crate) fn sorted_value<S: serde::Serializer>(v: &Value, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn sorted_shared_value<S: serde::Serializer>(
+    v: &std::sync::Arc<Value>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     SortedValue(v).serialize(s)
 }
 
-fn sorted_values<S: serde::Serializer>(v: &[Value], s: S) -> Result<S::Ok, S::Error> {
+fn sorted_values<S: serde::Serializer>(
+    v: &std::sync::Arc<[Value]>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     let mut seq = s.serialize_seq(Some(v.len()))?;
-    for item in v {
+    for item in v.iter() {
         seq.serialize_element(&SortedValue(item))?;
     }
     seq.end()

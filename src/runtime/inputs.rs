@@ -153,7 +153,7 @@ where
 /// Decodes parsed documents into typed inputs. `evidence` and `memory` are JSON arrays
 /// (or `null`/absent for none). Shape errors name the document and the member:
 /// `run: missing field `safety_mode``, `run.safety_mode: unknown variant `yolo``,
-/// `evidence[3]: unknown field `scroe``.
+/// `evidence[3].scroe: unknown field `scroe``.
 pub fn decode_inputs(
     run: Value,
     request: Value,
@@ -245,7 +245,7 @@ mod tests {
         .unwrap_err();
         assert!(
             e.to_string()
-                .starts_with("evidence[0]: unknown field `scroe`"),
+                .starts_with("evidence[0].scroe: unknown field `scroe`"),
             "{e}"
         );
         let e = decode_inputs(

@@ -39,7 +39,7 @@ pub mod validate;
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use datalogic_rs::Engine;
 use regex::Regex;
@@ -48,7 +48,7 @@ use serde_json::{json, Value};
 use crate::artifact::{Artifact, Budget, Effect, Prompts, PPM};
 use crate::tokens::{self, TokenCache, Tokenizer};
 
-use assemble::{escape_attr_into, BucketPlan, Candidate, Lane};
+use assemble::{BucketPlan, Candidate, Lane, Prefix};
 use budget::BucketSpec;
 pub use envelope::*;
 pub use error::CompileError;
@@ -70,6 +70,11 @@ pub struct PreparedPack {
     bucket_names: Vec<String>,
     /// `NAME: DESCRIPTION` of every tool, by tool index.
     tool_texts: Vec<String>,
+    /// Schemas, descriptions and kinds of every tool, by tool index, shared with every
+    /// manifest.
+    tools: Vec<tools::PreparedTool>,
+    /// The manifest form of every policy's effects, by policy index.
+    policy_effects: Vec<Arc<[Value]>>,
     /// Counts of texts that never change, for the pack's tokenizer, by BLAKE3.
     static_counts: HashMap<[u8; 32], usize, foldhash::fast::RandomState>,
     cache: Mutex<TokenCache>,
@@ -165,7 +170,19 @@ impl PreparedPack {
                 }
             }
         }
+        let tools = artifact
+            .tools
+            .iter()
+            .map(tools::PreparedTool::new)
+            .collect();
+        let policy_effects = artifact
+            .policies
+            .iter()
+            .map(|p| p.effects.iter().map(policy::effect_json).collect())
+            .collect();
         Ok(PreparedPack {
+            tools,
+            policy_effects,
             artifact,
             pack_hash,
             engine,
@@ -325,7 +342,7 @@ impl PreparedPack {
         }
 
         // Stage 3: tools.
-        let (tool_manifest, gates) = tools::surface(artifact, intent, run, &results);
+        let (tool_manifest, gates) = tools::surface(artifact, &self.tools, intent, run, &results);
 
         // Stage 6: budget.
         let kind = run
@@ -474,14 +491,13 @@ impl PreparedPack {
         let turn_hashes = content_hashes.split_off(inputs.evidence.len() + inputs.memory.len());
         let memory_hashes = content_hashes.split_off(inputs.evidence.len());
         let evidence_hashes = content_hashes;
-        let mut key_buf = Vec::with_capacity(256);
+        // Scratch space for lane keys: the prefix as text, then the key material.
+        let mut key_buf = (String::with_capacity(128), Vec::with_capacity(256));
         for (i, (e, hash)) in inputs.evidence.iter().zip(&evidence_hashes).enumerate() {
-            let mut prefix = String::with_capacity(32 + e.id.len() + e.source.len());
-            prefix.push_str("<evidence id=\"");
-            escape_attr_into(&mut prefix, &e.id);
-            prefix.push_str("\" source=\"");
-            escape_attr_into(&mut prefix, &e.source);
-            prefix.push_str("\">");
+            let prefix = Prefix::Evidence {
+                id: &e.id,
+                source: &e.source,
+            };
             candidates.push(Candidate {
                 id: Cow::Borrowed(&e.id),
                 bucket: "evidence",
@@ -492,18 +508,15 @@ impl PreparedPack {
                 score: e.score,
                 turn: None,
                 evidence: Some(i),
-                key: lane_key(&mut key_buf, &prefix, hash, "</evidence>", &redaction_key),
-                prefix: Cow::Owned(prefix),
+                key: lane_key(&mut key_buf, prefix, hash, "</evidence>", &redaction_key),
+                prefix,
                 raw: Cow::Borrowed(&e.content),
                 lane: Lane::Redacted { escape: true },
                 suffix: "</evidence>",
             });
         }
         for (m, hash) in inputs.memory.iter().zip(&memory_hashes) {
-            let mut prefix = String::with_capacity(16 + m.id.len());
-            prefix.push_str("<memory id=\"");
-            escape_attr_into(&mut prefix, &m.id);
-            prefix.push_str("\">");
+            let prefix = Prefix::Memory { id: &m.id };
             candidates.push(Candidate {
                 id: Cow::Borrowed(&m.id),
                 bucket: "memory",
@@ -514,8 +527,8 @@ impl PreparedPack {
                 score: m.score,
                 turn: None,
                 evidence: None,
-                key: lane_key(&mut key_buf, &prefix, hash, "</memory>", &redaction_key),
-                prefix: Cow::Owned(prefix),
+                key: lane_key(&mut key_buf, prefix, hash, "</memory>", &redaction_key),
+                prefix,
                 raw: Cow::Borrowed(&m.content),
                 lane: Lane::Redacted { escape: true },
                 suffix: "</memory>",
@@ -532,22 +545,23 @@ impl PreparedPack {
                 id.push('#');
                 id.push_str(itoa::Buffer::new().format(*n));
             }
-            let prefix = match t.role {
+            let prefix = Prefix::Fixed(match t.role {
                 Role::User => "user: ",
                 Role::Assistant => "assistant: ",
-            };
+            });
             candidates.push(Candidate {
                 id: Cow::Owned(id),
                 bucket: "session",
                 source: BlockSource::Session,
-                origin: Cow::Owned(i.to_string()),
+                // The turn index, written out by the assembly for kept turns only.
+                origin: Cow::Borrowed(""),
                 trust: Trust::Untrusted,
                 priority: 0,
                 score: 0.0,
                 turn: Some((i, t.role)),
                 evidence: None,
                 key: lane_key(&mut key_buf, prefix, &hash, "", &redaction_key),
-                prefix: Cow::Borrowed(prefix),
+                prefix,
                 raw: Cow::Borrowed(&t.content),
                 lane: Lane::Redacted { escape: false },
                 suffix: "",
@@ -575,13 +589,14 @@ impl PreparedPack {
             .policies
             .iter()
             .zip(&results)
-            .map(|(p, r)| PolicyManifestEntry {
+            .zip(&self.policy_effects)
+            .map(|((p, r), effects)| PolicyManifestEntry {
                 policy: p.name.clone(),
                 bundle: p.bundle.clone(),
                 priority: p.priority,
                 enforcing: p.enforcing,
                 fired: r.fired,
-                effects: p.effects.iter().map(policy::effect_json).collect(),
+                effects: Arc::clone(effects),
                 error: r.error.clone(),
             })
             .collect();
@@ -727,7 +742,7 @@ fn trusted<'a>(
         evidence: None,
         // A plain block's text is its content, so its key is the text's own hash.
         key: TokenCache::key(&text),
-        prefix: Cow::Borrowed(""),
+        prefix: Prefix::Fixed(""),
         raw: text,
         lane: Lane::Plain,
         suffix: "",
@@ -750,21 +765,24 @@ fn blake3_ref(hash: &blake3::Hash) -> String {
 /// identifiers), so two different blocks can only share a key through a BLAKE3
 /// collision. `buf` is scratch space reused across blocks.
 fn lane_key(
-    buf: &mut Vec<u8>,
-    prefix: &str,
+    buf: &mut (String, Vec<u8>),
+    prefix: Prefix<'_>,
     content: &blake3::Hash,
     suffix: &str,
     redaction: &[u8],
 ) -> [u8; 32] {
-    buf.clear();
-    buf.extend_from_slice(b"ctxpack.lane.v2\0");
-    buf.extend_from_slice(&(prefix.len() as u64).to_le_bytes());
-    buf.extend_from_slice(prefix.as_bytes());
-    buf.extend_from_slice(content.as_bytes());
-    buf.extend_from_slice(suffix.as_bytes());
-    buf.push(0);
-    buf.extend_from_slice(redaction);
-    *blake3::hash(buf).as_bytes()
+    let (text, key) = buf;
+    text.clear();
+    prefix.write(text);
+    key.clear();
+    key.extend_from_slice(b"ctxpack.lane.v2\0");
+    key.extend_from_slice(&(text.len() as u64).to_le_bytes());
+    key.extend_from_slice(text.as_bytes());
+    key.extend_from_slice(content.as_bytes());
+    key.extend_from_slice(suffix.as_bytes());
+    key.push(0);
+    key.extend_from_slice(redaction);
+    *blake3::hash(key).as_bytes()
 }
 
 /// Token counting for one compile: the pack's caches, the compile's tokenizer and its

@@ -20,7 +20,9 @@
 //! such policy in evaluation order). A raise to `confirm` of a tool that already needs
 //! `confirm` or `review` changes nothing and keeps `declared`.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -33,29 +35,50 @@ use super::policy::PolicyResult;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolManifestEntry {
     pub capability_metadata: CapabilityMetadata,
-    #[serde(serialize_with = "super::envelope::sorted_value")]
-    pub json_schema: Value,
+    /// The tool's input schema, shared with the prepared pack (never copied per compile).
+    #[serde(serialize_with = "super::envelope::sorted_shared_value")]
+    pub json_schema: Arc<Value>,
     pub name: String,
     pub surfaced: bool,
     pub withheld_reason: Option<String>,
     /// The tool's description, for the provider renders (the envelope carries it as the
     /// `tools` block's text, which the budget may drop).
     #[serde(skip)]
-    pub description: String,
+    pub description: Arc<str>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CapabilityMetadata {
-    pub approval_mode: String,
-    pub derivation: String,
-    pub kind: String,
-    pub risk_level: String,
+    pub approval_mode: &'static str,
+    /// `declared`, or `raised_by:<policy>`.
+    pub derivation: Cow<'static, str>,
+    pub kind: Arc<str>,
+    pub risk_level: &'static str,
+}
+
+/// What surfacing needs of each registry tool, built once per prepared pack.
+#[derive(Debug)]
+pub(crate) struct PreparedTool {
+    pub json_schema: Arc<Value>,
+    pub description: Arc<str>,
+    pub kind: Arc<str>,
+}
+
+impl PreparedTool {
+    pub fn new(tool: &crate::artifact::Tool) -> PreparedTool {
+        PreparedTool {
+            json_schema: Arc::new(tool.input.clone()),
+            description: Arc::from(tool.description.as_str()),
+            kind: Arc::from(tool.kind.as_str()),
+        }
+    }
 }
 
 /// The manifest (sorted by name, as the registry is) and the gates that fired
 /// `require_approval` effects activated.
 pub(crate) fn surface<'a>(
     artifact: &'a Artifact,
+    prepared: &[PreparedTool],
     intent: &'a Intent,
     run: &'a RunContext,
     results: &[PolicyResult],
@@ -103,13 +126,14 @@ pub(crate) fn surface<'a>(
     let manifest = artifact
         .tools
         .iter()
-        .map(|tool| {
+        .zip(prepared)
+        .map(|(tool, prepared)| {
             let name = tool.name.as_str();
             let (approval, derivation) = match raised_by.get(name) {
                 Some(policy) if tool.approval < Approval::Confirm => {
-                    (Approval::Confirm, format!("raised_by:{policy}"))
+                    (Approval::Confirm, Cow::Owned(format!("raised_by:{policy}")))
                 }
-                _ => (tool.approval, "declared".to_owned()),
+                _ => (tool.approval, Cow::Borrowed("declared")),
             };
             let reason = if !intent_tools.contains(name) {
                 Some("not_permitted_by_intent".to_owned())
@@ -130,14 +154,14 @@ pub(crate) fn surface<'a>(
                 name: tool.name.clone(),
                 surfaced: reason.is_none(),
                 withheld_reason: reason,
-                json_schema: tool.input.clone(),
+                json_schema: Arc::clone(&prepared.json_schema),
                 capability_metadata: CapabilityMetadata {
-                    kind: tool.kind.clone(),
-                    risk_level: tool.risk.as_str().to_owned(),
-                    approval_mode: approval.as_str().to_owned(),
+                    kind: Arc::clone(&prepared.kind),
+                    risk_level: tool.risk.as_str(),
+                    approval_mode: approval.as_str(),
                     derivation,
                 },
-                description: tool.description.clone(),
+                description: Arc::clone(&prepared.description),
             }
         })
         .collect();
