@@ -547,6 +547,23 @@ fn enforcing_policy_eval_error_fails_closed() {
     );
 }
 
+/// Explicit bucket tokens over what the fixed text leaves are invalid input: exit 4,
+/// checked before any stage, so a failing policy does not mask it.
+#[test]
+fn bucket_tokens_over_available_win_over_a_failing_policy() {
+    let a = with_policy(policy(
+        "broken",
+        200,
+        true,
+        failing_condition(),
+        vec![Effect::Refuse("x".into())],
+    ));
+    let e = err(a, |r, _, _, _| {
+        r["budget"] = json!({"bucket_tokens": {"evidence": 1_000_000}})
+    });
+    assert_eq!((e.kind(), e.exit_code()), ("invalid_input", 4));
+}
+
 #[test]
 fn advisory_policy_eval_error_is_a_diagnostic() {
     let a = with_policy(policy(

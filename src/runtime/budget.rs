@@ -27,6 +27,25 @@ pub(crate) struct BucketSpec {
 
 const PPM: u128 = crate::artifact::PPM as u128;
 
+/// The sum of the run's explicit bucket tokens, which may not exceed `available`
+/// (invalid input, exit 4).
+pub(crate) fn check_explicit(
+    explicit: Option<&BTreeMap<String, u64>>,
+    available: u64,
+) -> Result<u64, CompileError> {
+    let sum = explicit
+        .into_iter()
+        .flat_map(|e| e.values())
+        .fold(0u64, |sum, &tokens| sum.saturating_add(tokens));
+    if sum > available {
+        return Err(CompileError::input(
+            "run.budget.bucket_tokens",
+            format!("explicit bucket tokens sum to {sum}, over the {available} tokens available after the fixed text"),
+        ));
+    }
+    Ok(sum)
+}
+
 /// Allocations by bucket name; their sum never exceeds `available`.
 pub(crate) fn allocate(
     buckets: &[BucketSpec],
@@ -34,20 +53,9 @@ pub(crate) fn allocate(
     explicit: Option<&BTreeMap<String, u64>>,
 ) -> Result<BTreeMap<String, u64>, CompileError> {
     let mut out = BTreeMap::new();
-    let mut rest = available;
-    if let Some(explicit) = explicit {
-        let mut sum: u64 = 0;
-        for (name, &tokens) in explicit {
-            sum = sum.saturating_add(tokens);
-            out.insert(name.clone(), tokens);
-        }
-        if sum > available {
-            return Err(CompileError::input(
-                "run.budget.bucket_tokens",
-                format!("explicit bucket tokens sum to {sum}, over the {available} tokens available after the fixed text"),
-            ));
-        }
-        rest = available - sum;
+    let rest = available - check_explicit(explicit, available)?;
+    for (name, &tokens) in explicit.into_iter().flatten() {
+        out.insert(name.clone(), tokens);
     }
     let shared: Vec<&BucketSpec> = buckets
         .iter()

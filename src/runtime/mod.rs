@@ -294,6 +294,50 @@ impl PreparedPack {
             },
         });
 
+        // The fixed text (system, developer, task) depends on the inputs alone. It is
+        // counted first so that the one input check that needs it — explicit bucket
+        // tokens against what the fixed text leaves, exit 4 — runs before any stage.
+        // Its diagnostics are reported after the policies', in stage order.
+        let mut prompt_diagnostics = Vec::new();
+        let kind = run
+            .budget
+            .as_ref()
+            .and_then(|b| b.tokenizer)
+            .unwrap_or(budget.tokenizer);
+        let total = run
+            .budget
+            .as_ref()
+            .and_then(|b| b.total_tokens)
+            .unwrap_or(budget.total);
+        let system = template::render(
+            &prompts.system,
+            &data,
+            "the system prompt",
+            &mut prompt_diagnostics,
+        );
+        let developer = prompts
+            .developer
+            .as_ref()
+            .map(|t| template::render(t, &data, "the developer prompt", &mut prompt_diagnostics));
+        let task = template::render(
+            &intent.task,
+            &data,
+            &format!("the task of intent `{}`", intent.name),
+            &mut prompt_diagnostics,
+        );
+        let fixed = [
+            system.as_str(),
+            developer.as_deref().unwrap_or(""),
+            task.as_str(),
+        ]
+        .iter()
+        .map(|t| self.count(kind, t) as u64)
+        .sum::<u64>();
+        let explicit = run.budget.as_ref().and_then(|b| b.bucket_tokens.as_ref());
+        if let Some(available) = total.checked_sub(fixed) {
+            budget::check_explicit(explicit, available)?;
+        }
+
         // Stage 2: policies.
         let mut diagnostics = Vec::new();
         let results = policy::evaluate(
@@ -345,40 +389,7 @@ impl PreparedPack {
         let (tool_manifest, gates) = tools::surface(artifact, &self.tools, intent, run, &results);
 
         // Stage 6: budget.
-        let kind = run
-            .budget
-            .as_ref()
-            .and_then(|b| b.tokenizer)
-            .unwrap_or(budget.tokenizer);
-        let total = run
-            .budget
-            .as_ref()
-            .and_then(|b| b.total_tokens)
-            .unwrap_or(budget.total);
-        let system = template::render(
-            &prompts.system,
-            &data,
-            "the system prompt",
-            &mut diagnostics,
-        );
-        let developer = prompts
-            .developer
-            .as_ref()
-            .map(|t| template::render(t, &data, "the developer prompt", &mut diagnostics));
-        let task = template::render(
-            &intent.task,
-            &data,
-            &format!("the task of intent `{}`", intent.name),
-            &mut diagnostics,
-        );
-        let fixed = [
-            system.as_str(),
-            developer.as_deref().unwrap_or(""),
-            task.as_str(),
-        ]
-        .iter()
-        .map(|t| self.count(kind, t) as u64)
-        .sum::<u64>();
+        diagnostics.append(&mut prompt_diagnostics);
         if fixed > total {
             return Err(CompileError::BudgetExhausted {
                 message: format!(
@@ -397,11 +408,7 @@ impl PreparedPack {
                 min: b.min,
             })
             .collect();
-        let allocations = budget::allocate(
-            &specs,
-            available,
-            run.budget.as_ref().and_then(|b| b.bucket_tokens.as_ref()),
-        )?;
+        let allocations = budget::allocate(&specs, available, explicit)?;
 
         // Stage 7: candidates from every source, then filling.
         let mut candidates = Vec::with_capacity(
