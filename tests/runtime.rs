@@ -955,7 +955,6 @@ fn any_changed_input_value_changes_the_ledger_hash() {
         ("request.history.role", |_, q, _, _| {
             q["history"][1]["role"] = json!("user")
         }),
-        ("evidence.hops", |_, _, e, _| e[0]["hops"] = json!(2)),
         ("memory.score", |_, _, _, m| m[0]["score"] = json!(0.6)),
     ];
     let base = ok();
@@ -967,6 +966,18 @@ fn any_changed_input_value_changes_the_ledger_hash() {
         );
         assert_ne!(cc.context_ledger.hash, base.context_ledger.hash, "{what}");
         assert!(cc.verify_ledger(), "{what}");
+    }
+    // Evidence is recorded whole by the envelope itself, outside the digest.
+    let evidence_edits: Vec<(&str, Edit)> = vec![
+        ("evidence.hops", |_, _, e, _| e[0]["hops"] = json!(2)),
+        ("evidence.score", |_, _, e, _| e[1]["score"] = json!(0.41)),
+        ("evidence.source", |_, _, e, _| {
+            e[1]["source"] = json!("kb://other")
+        }),
+    ];
+    for (what, edit) in evidence_edits {
+        let cc = compile_with(pack(), edit).expect("the edited inputs compile");
+        assert_ne!(cc.context_ledger.hash, base.context_ledger.hash, "{what}");
     }
     // Layout is not an input value: key order does not change the digest.
     let reordered = compile_with(pack(), |r, _, _, _| {

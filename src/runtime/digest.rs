@@ -1,26 +1,30 @@
-//! The inputs digest that `context_ledger.inputs` records: the BLAKE3 of every input of
-//! a compile, so that the ledger hash changes with any input, including the ones the
-//! envelope does not otherwise show (the request's message and context, the run's id,
-//! tenant, user and safety mode, memory scores).
+//! The inputs digest that `context_ledger.inputs` records, so that the ledger hash
+//! changes with any input value, including the ones the envelope does not otherwise
+//! show (the request's message and context, the run's id, tenant, user and safety
+//! mode, memory scores, the roles of dropped turns).
 //!
-//! The digest is over a canonical JSON document (sorted keys, no whitespace, no final
-//! newline), in which contents stand by their BLAKE3 (which the ledger computes anyway)
-//! rather than in full, so that digesting never re-reads hundreds of kilobytes:
+//! Evidence is not in it: the envelope records every evidence item whole already
+//! (`evidence_manifest`: id, source, score, hops; `context_ledger.evidence`: id and the
+//! BLAKE3 of the content), and leaving it out keeps the digest small.
+//!
+//! The digest is the BLAKE3 of a canonical JSON document (sorted keys, no whitespace,
+//! no final newline) in which contents stand by their BLAKE3 (which the ledger computes
+//! anyway), so that digesting never re-reads hundreds of kilobytes:
 //!
 //! ```json
-//! { "evidence": [ { "blake3", "hops", "id", "score", "source" } ],   // in input order
-//!   "memory":   [ { "blake3", "id", "promoted", "score" } ],
-//!   "request":  { "channel", "context", "history": [ { "blake3", "role" } ], "intent",
-//!                 "locale", "message", "request_id" },
-//!   "run":      { "budget", "permissions", "prohibitions", "run_id", "safety_mode",
-//!                 "tenant", "user": { "id", "roles" } } }
+//! { "memory":  [ { "blake3", "id", "promoted", "score" } ],          // in input order
+//!   "request": { "channel", "context", "history": [ { "blake3", "role" } ], "intent",
+//!                "locale", "message", "request_id" },
+//!   "run":     { "budget", "permissions", "prohibitions", "run_id", "safety_mode",
+//!                "tenant", "user": { "id", "roles" } } }
 //! ```
 //!
 //! Inputs are digested as decoded, so two files that differ only in layout (key order,
 //! whitespace, JSON versus YAML) give the same digest; any change of a value changes it.
 
-use crate::artifact::json::{self, HashSink};
 use serde::{Serialize, Serializer};
+
+use crate::artifact::json::{self, HashSink};
 
 use super::envelope::SortedValue;
 use super::inputs::{CompileInputs, Role, RunContext};
@@ -37,15 +41,6 @@ impl Serialize for HashRef<'_> {
         // ASCII by construction.
         s.serialize_str(std::str::from_utf8(&text).unwrap_or_default())
     }
-}
-
-#[derive(Serialize)]
-struct EvidenceDigest<'a> {
-    blake3: HashRef<'a>,
-    hops: u32,
-    id: &'a str,
-    score: f64,
-    source: &'a str,
 }
 
 #[derive(Serialize)]
@@ -75,34 +70,20 @@ struct RequestDigest<'a> {
 
 #[derive(Serialize)]
 struct InputsDigest<'a> {
-    evidence: Vec<EvidenceDigest<'a>>,
     memory: Vec<MemoryDigest<'a>>,
     request: RequestDigest<'a>,
     run: &'a RunContext,
 }
 
-/// `blake3:<hex>` of the inputs document, given the BLAKE3 of every evidence, memory
-/// and history content (in input order).
+/// `blake3:<hex>` of the inputs document, given the BLAKE3 of every memory and history
+/// content (in input order).
 pub(crate) fn inputs_digest(
     inputs: &CompileInputs,
-    evidence: &[blake3::Hash],
     memory: &[blake3::Hash],
     history: &[blake3::Hash],
 ) -> String {
     let request = &inputs.request;
     let doc = InputsDigest {
-        evidence: inputs
-            .evidence
-            .iter()
-            .zip(evidence)
-            .map(|(e, h)| EvidenceDigest {
-                blake3: HashRef(h),
-                hops: e.hops,
-                id: &e.id,
-                score: e.score,
-                source: &e.source,
-            })
-            .collect(),
         memory: inputs
             .memory
             .iter()

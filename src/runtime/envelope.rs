@@ -204,9 +204,9 @@ pub struct ContextLedger {
     /// Empty, and then left out, while the hash itself is computed.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub hash: String,
-    /// `blake3:<hex>` of every input of the compile (run, request, evidence, memory),
-    /// contents by their BLAKE3; see `runtime::digest`. It makes the ledger hash
-    /// change with any input, including those the envelope does not otherwise show.
+    /// `blake3:<hex>` of the run, the request and the memory (contents by their
+    /// BLAKE3; see `runtime::digest`). With the evidence, which the envelope records
+    /// whole, it makes the ledger hash change with any input value.
     pub inputs: String,
     pub memory: Vec<LedgerItem>,
     /// `name@version`.

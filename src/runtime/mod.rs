@@ -694,12 +694,7 @@ impl PreparedPack {
             context_ledger: ContextLedger {
                 pack: format!("{}@{}", artifact.name, artifact.version),
                 pack_hash: self.pack_hash.clone(),
-                inputs: digest::inputs_digest(
-                    inputs,
-                    &evidence_hashes,
-                    &memory_hashes,
-                    &turn_hashes,
-                ),
+                inputs: digest::inputs_digest(inputs, &memory_hashes, &turn_hashes),
                 request: request.request_id.clone(),
                 policy: LedgerPolicy {
                     bundles,
