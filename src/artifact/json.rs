@@ -447,49 +447,29 @@ impl<'a, 'o, S: Sink> Compound<'a, 'o, S> {
     }
 }
 
-impl<S: Sink> ser::SerializeSeq for Compound<'_, '_, S> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close()
-    }
+/// Arrays (sequences, tuples, tuple structs and variants): elements separated by
+/// commas. The four traits differ only in their method's name.
+macro_rules! array_like {
+    ($($trait:ident :: $method:ident),*) => {$(
+        impl<S: Sink> ser::$trait for Compound<'_, '_, S> {
+            type Ok = ();
+            type Error = Error;
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+                self.element(value)
+            }
+            fn end(self) -> Result<(), Error> {
+                self.close()
+            }
+        }
+    )*};
 }
 
-impl<S: Sink> ser::SerializeTuple for Compound<'_, '_, S> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close()
-    }
-}
-
-impl<S: Sink> ser::SerializeTupleStruct for Compound<'_, '_, S> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close()
-    }
-}
-
-impl<S: Sink> ser::SerializeTupleVariant for Compound<'_, '_, S> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close()
-    }
-}
+array_like!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
 
 impl<S: Sink> ser::SerializeMap for Compound<'_, '_, S> {
     type Ok = ();
