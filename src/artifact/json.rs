@@ -229,6 +229,11 @@ pub fn write_str<S: Sink + ?Sized>(out: &mut S, s: &str) {
     out.put_byte(b'"');
 }
 
+/// An integer as `itoa` (and serde_json) writes it.
+fn put_integer<S: Sink + ?Sized>(out: &mut S, v: impl itoa::Integer) {
+    out.put(itoa::Buffer::new().format(v).as_bytes());
+}
+
 /// The serializer. Use [`to_sink`] or [`to_vec`].
 pub struct Serializer<'o, S: Sink> {
     out: &'o mut S,
@@ -259,11 +264,11 @@ impl<'a, 'o, S: Sink> ser::Serializer for &'a mut Serializer<'o, S> {
         self.serialize_i64(v.into())
     }
     fn serialize_i64(self, v: i64) -> Result<(), Error> {
-        self.out.put(itoa::Buffer::new().format(v).as_bytes());
+        put_integer(self.out, v);
         Ok(())
     }
     fn serialize_i128(self, v: i128) -> Result<(), Error> {
-        self.out.put(itoa::Buffer::new().format(v).as_bytes());
+        put_integer(self.out, v);
         Ok(())
     }
     fn serialize_u8(self, v: u8) -> Result<(), Error> {
@@ -276,11 +281,11 @@ impl<'a, 'o, S: Sink> ser::Serializer for &'a mut Serializer<'o, S> {
         self.serialize_u64(v.into())
     }
     fn serialize_u64(self, v: u64) -> Result<(), Error> {
-        self.out.put(itoa::Buffer::new().format(v).as_bytes());
+        put_integer(self.out, v);
         Ok(())
     }
     fn serialize_u128(self, v: u128) -> Result<(), Error> {
-        self.out.put(itoa::Buffer::new().format(v).as_bytes());
+        put_integer(self.out, v);
         Ok(())
     }
     fn serialize_f32(self, v: f32) -> Result<(), Error> {

@@ -26,7 +26,7 @@ use serde::{Serialize, Serializer};
 
 use crate::artifact::json::{self, HashSink};
 
-use super::envelope::SortedValue;
+use super::envelope::{blake3_ref, Blake3Text, SortedValue};
 use super::inputs::{CompileInputs, Role, RunContext};
 
 /// A content hash, written `blake3:<hex>`.
@@ -34,12 +34,7 @@ struct HashRef<'a>(&'a blake3::Hash);
 
 impl Serialize for HashRef<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let hex = self.0.to_hex();
-        let mut text = [0u8; 7 + 64];
-        text[..7].copy_from_slice(b"blake3:");
-        text[7..].copy_from_slice(hex.as_bytes());
-        // ASCII by construction.
-        s.serialize_str(std::str::from_utf8(&text).unwrap_or_default())
+        s.serialize_str(Blake3Text::new(self.0).as_str())
     }
 }
 
@@ -117,7 +112,7 @@ pub(crate) fn inputs_digest(
     let mut sink = HashSink::default();
     // Plain data with string keys: serialization cannot fail.
     let _ = json::to_sink(&doc, &mut sink);
-    format!("blake3:{}", sink.finalize().to_hex())
+    blake3_ref(&sink.finalize())
 }
 
 #[cfg(test)]

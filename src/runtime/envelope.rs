@@ -116,10 +116,7 @@ impl ContextBlock {
     /// the prefix.
     pub fn turn_content(&self) -> Option<(Role, &str)> {
         let role = self.turn?;
-        let content = self
-            .text
-            .strip_prefix(role.as_str())
-            .and_then(|rest| rest.strip_prefix(": "))?;
+        let content = self.text.strip_prefix(role.prefix())?;
         Some((role, content))
     }
 }
@@ -243,6 +240,28 @@ pub struct LedgerBudget {
     pub used: u64,
 }
 
+/// A hash as the envelope writes it, `blake3:<hex>`, without allocating.
+pub(crate) struct Blake3Text([u8; 7 + 64]);
+
+impl Blake3Text {
+    pub fn new(hash: &blake3::Hash) -> Blake3Text {
+        let mut text = [0u8; 7 + 64];
+        text[..7].copy_from_slice(b"blake3:");
+        text[7..].copy_from_slice(hash.to_hex().as_bytes());
+        Blake3Text(text)
+    }
+
+    pub fn as_str(&self) -> &str {
+        // ASCII by construction.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+/// `blake3:<hex>`, as the ledger, turn ids and hashes of the envelope write a hash.
+pub(crate) fn blake3_ref(hash: &blake3::Hash) -> String {
+    Blake3Text::new(hash).as_str().to_owned()
+}
+
 /// Serializes a JSON value with object keys sorted by their UTF-8 bytes.
 pub(crate) struct SortedValue<'a>(pub &'a Value);
 
@@ -320,7 +339,7 @@ impl CompiledContext {
         let mut sink = json::HashSink::default();
         unsealed.write_canonical(&mut sink);
         json::Sink::put(&mut sink, b"\n");
-        format!("blake3:{}", sink.finalize().to_hex())
+        blake3_ref(&sink.finalize())
     }
 
     /// Computes and stores `context_ledger.hash`.

@@ -114,6 +114,14 @@ impl Role {
             Role::Assistant => "assistant",
         }
     }
+
+    /// `ROLE: `, which starts a history turn's block text.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Role::User => "user: ",
+            Role::Assistant => "assistant: ",
+        }
+    }
 }
 
 /// One piece of retrieved evidence, untrusted.

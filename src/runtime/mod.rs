@@ -68,10 +68,8 @@ pub struct PreparedPack {
     redactors: BTreeMap<String, (String, Regex)>,
     schema: SchemaNode,
     bucket_names: Vec<String>,
-    /// `NAME: DESCRIPTION` of every tool, by tool index.
-    tool_texts: Vec<String>,
-    /// Schemas, descriptions and kinds of every tool, by tool index, shared with every
-    /// manifest.
+    /// Schemas, descriptions, kinds and block texts of every tool, by tool index; the
+    /// first three are shared with every manifest.
     tools: Vec<tools::PreparedTool>,
     /// The manifest form of every policy's effects, by policy index.
     policy_effects: Vec<Arc<[Value]>>,
@@ -139,23 +137,17 @@ impl PreparedPack {
             })?;
             redactors.insert(r.name.clone(), (r.pattern.clone(), re));
         }
-        let tool_texts: Vec<String> = artifact
+        let tools: Vec<tools::PreparedTool> = artifact
             .tools
             .iter()
-            .map(|t| {
-                if t.description.is_empty() {
-                    t.name.clone()
-                } else {
-                    format!("{}: {}", t.name, t.description)
-                }
-            })
+            .map(tools::PreparedTool::new)
             .collect();
         let kind = budget.tokenizer;
         let mut static_counts = HashMap::default();
         let mut precount = |text: &str| {
             static_counts.insert(TokenCache::key(text), tokens::count(kind, text));
         };
-        tool_texts.iter().for_each(|t| precount(t));
+        tools.iter().for_each(|t| precount(&t.text));
         for b in &artifact.blocks {
             if template::is_static(&b.text) {
                 precount(&render_static(&b.text));
@@ -170,11 +162,6 @@ impl PreparedPack {
                 }
             }
         }
-        let tools = artifact
-            .tools
-            .iter()
-            .map(tools::PreparedTool::new)
-            .collect();
         let policy_effects = artifact
             .policies
             .iter()
@@ -190,7 +177,6 @@ impl PreparedPack {
             redactors,
             schema,
             bucket_names,
-            tool_texts,
             static_counts,
             cache: Mutex::new(TokenCache::default()),
             hashes: Mutex::new(memo::HashMemo::default()),
@@ -467,10 +453,7 @@ impl PreparedPack {
                 }
             }
         }
-        for ((entry, tool), text) in tool_manifest
-            .iter()
-            .zip(&artifact.tools)
-            .zip(&self.tool_texts)
+        for ((entry, tool), prepared) in tool_manifest.iter().zip(&artifact.tools).zip(&self.tools)
         {
             if entry.surfaced {
                 candidates.push(trusted(
@@ -479,7 +462,7 @@ impl PreparedPack {
                     BlockSource::Tool,
                     &tool.name,
                     0,
-                    Cow::Borrowed(text),
+                    Cow::Borrowed(&prepared.text),
                 ));
             }
         }
@@ -547,15 +530,12 @@ impl PreparedPack {
         for (i, (t, &hash)) in request.history.iter().zip(&turn_hashes).enumerate() {
             let n = seen_turns.entry(hash).or_insert(0);
             *n += 1;
-            let mut id = blake3_ref(&hash);
+            let mut id = envelope::blake3_ref(&hash);
             if *n > 1 {
                 id.push('#');
                 id.push_str(itoa::Buffer::new().format(*n));
             }
-            let prefix = Prefix::Fixed(match t.role {
-                Role::User => "user: ",
-                Role::Assistant => "assistant: ",
-            });
+            let prefix = Prefix::Fixed(t.role.prefix());
             candidates.push(Candidate {
                 id: Cow::Owned(id),
                 bucket: "session",
@@ -632,7 +612,7 @@ impl PreparedPack {
                 .zip(hashes)
                 .map(|(id, hash)| LedgerItem {
                     id: id.to_owned(),
-                    blake3: blake3_ref(hash),
+                    blake3: envelope::blake3_ref(hash),
                 })
                 .collect();
             v.sort_by(|a, b| a.id.cmp(&b.id));
@@ -749,14 +729,6 @@ fn trusted<'a>(
         lane: Lane::Plain,
         suffix: "",
     }
-}
-
-/// `blake3:<hex>`, as the ledger and turn ids write a hash.
-fn blake3_ref(hash: &blake3::Hash) -> String {
-    let mut s = String::with_capacity(7 + 64);
-    s.push_str("blake3:");
-    s.push_str(&hash.to_hex());
-    s
 }
 
 /// The cache key of a lane block: it determines the text, which is the wrapper around

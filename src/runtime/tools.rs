@@ -56,12 +56,15 @@ pub struct CapabilityMetadata {
     pub risk_level: &'static str,
 }
 
-/// What surfacing needs of each registry tool, built once per prepared pack.
+/// What surfacing and the `tools` bucket need of each registry tool, built once per
+/// prepared pack.
 #[derive(Debug)]
 pub(crate) struct PreparedTool {
     pub json_schema: Arc<Value>,
     pub description: Arc<str>,
     pub kind: Arc<str>,
+    /// The `tools` block text: `NAME: DESCRIPTION`, or `NAME` without a description.
+    pub text: String,
 }
 
 impl PreparedTool {
@@ -70,6 +73,11 @@ impl PreparedTool {
             json_schema: Arc::new(tool.input.clone()),
             description: Arc::from(tool.description.as_str()),
             kind: Arc::from(tool.kind.as_str()),
+            text: if tool.description.is_empty() {
+                tool.name.clone()
+            } else {
+                format!("{}: {}", tool.name, tool.description)
+            },
         }
     }
 }
