@@ -10,11 +10,9 @@
 //! `<|endoftext|>` inside caller content counts as the plain text it is, never as a
 //! control token.
 //!
-//! [`TokenCache`] memoises counts by the BLAKE3 of the text, so repeated evidence is
-//! not re-tokenized. It is a plain value with no interior mutability; the runtime's
-//! prepared pack owns one behind a mutex (see `runtime::PreparedPack`).
+//! Counts are cached by the runtime's prepared pack (see `runtime::PreparedPack`), so
+//! repeated evidence is not re-tokenized.
 
-use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
@@ -154,98 +152,6 @@ pub fn truncate_to(kind: Tokenizer, text: &str, max_tokens: usize) -> &str {
     }
 }
 
-/// A token-count cache keyed by the tokenizer and the BLAKE3 of the text.
-///
-/// Counts are a pure function of the text, so a hit can never change a result, only
-/// how fast it comes. The cache is bounded: when it holds `capacity` entries it is
-/// cleared rather than tracking recency, which keeps a hit a single hash lookup.
-#[derive(Debug, Clone)]
-pub struct TokenCache {
-    /// Keys are BLAKE3 outputs, so a fast non-cryptographic hasher spreads them as well
-    /// as SipHash would, for a fraction of the cost.
-    map: HashMap<(Tokenizer, [u8; 32]), u32, foldhash::fast::RandomState>,
-    capacity: usize,
-    hits: u64,
-    misses: u64,
-}
-
-impl Default for TokenCache {
-    fn default() -> Self {
-        Self::with_capacity(1 << 16)
-    }
-}
-
-impl TokenCache {
-    /// An empty cache that holds at most `capacity` counts.
-    pub fn with_capacity(capacity: usize) -> Self {
-        TokenCache {
-            map: HashMap::default(),
-            capacity: capacity.max(1),
-            hits: 0,
-            misses: 0,
-        }
-    }
-
-    /// Looks the count up, tokenizing `text` on a miss.
-    pub fn count(&mut self, kind: Tokenizer, text: &str) -> usize {
-        let key = (kind, *blake3::hash(text.as_bytes()).as_bytes());
-        if let Some(&n) = self.map.get(&key) {
-            self.hits += 1;
-            return n as usize;
-        }
-        self.misses += 1;
-        let n = count(kind, text);
-        self.insert(key, n);
-        n
-    }
-
-    /// Looks a count up by a key computed with [`TokenCache::key`].
-    pub fn get(&mut self, kind: Tokenizer, hash: &[u8; 32]) -> Option<usize> {
-        let n = self.map.get(&(kind, *hash)).map(|&n| n as usize);
-        if n.is_some() {
-            self.hits += 1;
-        } else {
-            self.misses += 1;
-        }
-        n
-    }
-
-    /// Records a count computed elsewhere.
-    pub fn put(&mut self, kind: Tokenizer, hash: [u8; 32], n: usize) {
-        self.insert((kind, hash), n);
-    }
-
-    /// The cache key of `text`: its BLAKE3.
-    pub fn key(text: &str) -> [u8; 32] {
-        *blake3::hash(text.as_bytes()).as_bytes()
-    }
-
-    fn insert(&mut self, key: (Tokenizer, [u8; 32]), n: usize) {
-        if self.map.len() >= self.capacity {
-            self.map.clear();
-        }
-        self.map.insert(key, u32::try_from(n).unwrap_or(u32::MAX));
-    }
-
-    /// Forgets every count.
-    pub fn clear(&mut self) {
-        self.map.clear();
-    }
-
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
-    }
-
-    /// `(hits, misses)` since the cache was made.
-    pub fn stats(&self) -> (u64, u64) {
-        (self.hits, self.misses)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,16 +203,5 @@ mod tests {
         assert!(n > 0);
         let cut = truncate_to(Tokenizer::Cl100k, &text, 10);
         assert!(count(Tokenizer::Cl100k, cut) <= 10);
-    }
-
-    #[test]
-    fn cache_hits_return_the_same_count() {
-        let mut cache = TokenCache::with_capacity(2);
-        let a = cache.count(Tokenizer::O200k, "one two three");
-        assert_eq!(cache.count(Tokenizer::O200k, "one two three"), a);
-        assert_eq!(cache.stats(), (1, 1));
-        cache.count(Tokenizer::O200k, "x");
-        cache.count(Tokenizer::O200k, "y");
-        assert!(cache.len() <= 2);
     }
 }

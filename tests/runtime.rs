@@ -358,7 +358,10 @@ fn blocks_ids_sources_and_order() {
     assert_eq!(ids[6].0, "session");
     assert!(ids[6].1.starts_with("blake3:"));
     let tool = &cc.compiled_prompt.context_blocks[0];
-    assert_eq!(tool.text, "issue_refund: Refund an order, up to its total.");
+    assert_eq!(
+        &*tool.text,
+        "issue_refund: Refund an order, up to its total."
+    );
     let session: Vec<&ContextBlock> = cc
         .compiled_prompt
         .context_blocks
@@ -366,7 +369,7 @@ fn blocks_ids_sources_and_order() {
         .filter(|b| b.bucket == "session")
         .collect();
     assert_eq!(session[0].origin, "0");
-    assert_eq!(session[1].text, "assistant: Hello! How can I help?");
+    assert_eq!(&*session[1].text, "assistant: Hello! How can I help?");
 }
 
 // ── Input validation (exit 4) ───────────────────────────────────────────────
@@ -781,7 +784,7 @@ fn large_refund_instruct_lands_in_policy_bucket() {
         ("policy", "large_refunds", 80)
     );
     assert_eq!(
-        b.text,
+        &*b.text,
         "Tell the customer that refunds over $500 are reviewed."
     );
 }

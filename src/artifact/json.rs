@@ -30,6 +30,15 @@ pub trait Sink {
     fn put_byte(&mut self, byte: u8) {
         self.put(&[byte]);
     }
+
+    /// `pre`, `bytes` and `post` in a row: a string between its quotes, a key with its
+    /// comma, quotes and colon. Sinks that check for room check once.
+    #[inline]
+    fn put_wrapped(&mut self, pre: &[u8], bytes: &[u8], post: &[u8]) {
+        self.put(pre);
+        self.put(bytes);
+        self.put(post);
+    }
 }
 
 impl Sink for Vec<u8> {
@@ -41,6 +50,14 @@ impl Sink for Vec<u8> {
     #[inline]
     fn put_byte(&mut self, byte: u8) {
         self.push(byte);
+    }
+
+    #[inline]
+    fn put_wrapped(&mut self, pre: &[u8], bytes: &[u8], post: &[u8]) {
+        self.reserve(pre.len() + bytes.len() + post.len());
+        self.extend_from_slice(pre);
+        self.extend_from_slice(bytes);
+        self.extend_from_slice(post);
     }
 }
 
@@ -73,26 +90,46 @@ impl HashSink {
     }
 }
 
+impl HashSink {
+    /// Makes room for `n` more bytes, hashing what the buffer holds if needed. Returns
+    /// whether they fit (a piece larger than the buffer goes to the hasher directly).
+    #[inline]
+    fn room(&mut self, n: usize) -> bool {
+        if self.buf.len() + n > HASH_BUFFER {
+            self.hasher.update(&self.buf);
+            self.buf.clear();
+        }
+        n <= HASH_BUFFER
+    }
+}
+
 impl Sink for HashSink {
     #[inline]
     fn put_byte(&mut self, byte: u8) {
-        if self.buf.len() == HASH_BUFFER {
-            self.hasher.update(&self.buf);
-            self.buf.clear();
-        }
+        self.room(1);
         self.buf.push(byte);
     }
 
+    #[inline]
     fn put(&mut self, bytes: &[u8]) {
-        if self.buf.len() + bytes.len() > HASH_BUFFER {
-            self.hasher.update(&self.buf);
-            self.buf.clear();
-            if bytes.len() >= HASH_BUFFER {
-                self.hasher.update(bytes);
-                return;
-            }
+        if self.room(bytes.len()) {
+            self.buf.extend_from_slice(bytes);
+        } else {
+            self.hasher.update(bytes);
         }
-        self.buf.extend_from_slice(bytes);
+    }
+
+    #[inline]
+    fn put_wrapped(&mut self, pre: &[u8], bytes: &[u8], post: &[u8]) {
+        if self.room(pre.len() + bytes.len() + post.len()) {
+            self.buf.extend_from_slice(pre);
+            self.buf.extend_from_slice(bytes);
+            self.buf.extend_from_slice(post);
+        } else {
+            self.put(pre);
+            self.put(bytes);
+            self.put(post);
+        }
     }
 }
 
@@ -170,63 +207,120 @@ fn word_at(bytes: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_ne_bytes(word))
 }
 
-/// Whether any byte of `block` needs escaping. Written as a branch-free fold over a
-/// fixed-size block so that the compiler turns it into SIMD compares.
+/// Whether any byte of `block` needs escaping. Each byte maps to a value that is zero
+/// exactly when it needs escaping (`b - 0x1f` saturating is zero below 0x20; `b ^ '"'`
+/// and `b ^ '\\'` are zero on those two), and the block needs escaping when the minimum
+/// is zero: a shape the compiler turns into SIMD minimums with a single reduction.
 #[inline]
-fn block_needs_escape(block: &[u8; 32]) -> bool {
-    block.iter().fold(0u8, |acc, &b| {
-        acc | u8::from(b < 0x20 || b == b'"' || b == b'\\')
-    }) != 0
+fn block_needs_escape(block: &[u8; BLOCK]) -> bool {
+    block.iter().fold(u8::MAX, |acc, &b| {
+        acc.min(b.saturating_sub(0x1f)).min(b ^ b'"').min(b ^ b'\\')
+    }) == 0
+}
+
+/// Bytes scanned at a time in long strings.
+const BLOCK: usize = 64;
+
+/// The index of the first byte at or after `from` that needs escaping.
+#[inline]
+fn next_escape(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    // A block at a time while nothing needs escaping (long texts), then words.
+    while let Some(Ok(block)) = bytes.get(i..i + BLOCK).map(<&[u8; BLOCK]>::try_from) {
+        if block_needs_escape(block) {
+            break;
+        }
+        i += BLOCK;
+    }
+    while let Some(word) = word_at(bytes, i) {
+        if needs_escape(word) {
+            return position_from(bytes, i);
+        }
+        i += 8;
+    }
+    if i == bytes.len() {
+        return None;
+    }
+    // Fewer than eight bytes left: the last eight bytes as one word (bytes already
+    // checked are checked again, which is harmless), or for a string shorter than a
+    // word, its bytes gathered into one.
+    let tail = match word_at(bytes, bytes.len().saturating_sub(8)) {
+        Some(word) => word,
+        None => short_word(bytes),
+    };
+    if needs_escape(tail) {
+        position_from(bytes, i)
+    } else {
+        None
+    }
+}
+
+/// The bytes of a string shorter than eight as one word: two overlapping loads of four
+/// (or two) bytes, the rest filled with a byte that needs no escape. Every byte of the
+/// string is in the word, so the word needs escaping exactly when the string does.
+#[inline]
+fn short_word(bytes: &[u8]) -> u64 {
+    let n = bytes.len();
+    let u16_at = |at: usize| {
+        bytes
+            .get(at..at + 2)
+            .and_then(|b| <[u8; 2]>::try_from(b).ok())
+            .map_or(0, |b| u64::from(u16::from_le_bytes(b)))
+    };
+    let u32_at = |at: usize| {
+        bytes
+            .get(at..at + 4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map_or(0, |b| u64::from(u32::from_le_bytes(b)))
+    };
+    const FILL: u64 = repeat(b'a');
+    match n {
+        4.. => u32_at(0) | u32_at(n - 4) << 32,
+        2.. => u16_at(0) | u16_at(n - 2) << 16 | FILL << 32,
+        1 => u64::from(bytes[0]) | FILL << 8,
+        0 => FILL,
+    }
+}
+
+/// The first byte at or after `from` that needs escaping, byte by byte.
+#[inline]
+fn position_from(bytes: &[u8], from: usize) -> Option<usize> {
+    let tail = bytes.get(from..)?;
+    tail.iter()
+        .position(|&b| escape_of(b).is_some())
+        .map(|p| from + p)
+}
+
+/// Writes `s` as a JSON string between `pre` and `post` (which carry the quotes and
+/// any punctuation around them).
+#[inline]
+fn write_str_wrapped<S: Sink + ?Sized>(out: &mut S, pre: &[u8], s: &str, post: &[u8]) {
+    let bytes = s.as_bytes();
+    let Some(mut at) = next_escape(bytes, 0) else {
+        // Keys, ids, names and most texts: nothing to escape, one write.
+        out.put_wrapped(pre, bytes, post);
+        return;
+    };
+    out.put(pre);
+    let mut start = 0;
+    loop {
+        out.put(&bytes[start..at]);
+        if let Some(escape) = escape_of(bytes[at]) {
+            out.put(escape);
+        }
+        start = at + 1;
+        match next_escape(bytes, start) {
+            Some(next) => at = next,
+            None => break,
+        }
+    }
+    out.put(&bytes[start..]);
+    out.put(post);
 }
 
 /// Writes `s` as a JSON string, quotes included.
 pub fn write_str<S: Sink + ?Sized>(out: &mut S, s: &str) {
-    let bytes = s.as_bytes();
-    out.put_byte(b'"');
-    // Keys, ids and names: short, and almost never in need of an escape.
-    if bytes.len() < 32 && !bytes.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\') {
-        out.put(bytes);
-        out.put_byte(b'"');
-        return;
-    }
-    // Bytes before `start` are written; bytes from `start` to `i` need no escape.
-    let mut start = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        // Thirty-two, then eight bytes at a time while nothing needs escaping.
-        while let Some(Ok(block)) = bytes.get(i..i + 32).map(<&[u8; 32]>::try_from) {
-            if block_needs_escape(block) {
-                break;
-            }
-            i += 32;
-        }
-        while let Some(word) = word_at(bytes, i) {
-            if needs_escape(word) {
-                break;
-            }
-            i += 8;
-        }
-        // Fewer than eight bytes left: the last eight bytes as one word (overlapping
-        // bytes already checked, which is harmless).
-        if bytes.len() - i < 8
-            && bytes.len() >= 8
-            && word_at(bytes, bytes.len() - 8).is_some_and(|w| !needs_escape(w))
-        {
-            break;
-        }
-        // A word with an escape in it, or a short tail: byte by byte to its end.
-        let end = (i + 8).min(bytes.len());
-        while i < end {
-            if let Some(escape) = escape_of(bytes[i]) {
-                out.put(&bytes[start..i]);
-                out.put(escape);
-                start = i + 1;
-            }
-            i += 1;
-        }
-    }
-    out.put(&bytes[start..]);
-    out.put_byte(b'"');
+    write_str_wrapped(out, b"\"", s, b"\"");
 }
 
 /// An integer as `itoa` (and serde_json) writes it.
@@ -441,8 +535,7 @@ impl<'a, 'o, S: Sink> Compound<'a, 'o, S> {
 
     fn field<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), Error> {
         self.comma();
-        write_str(self.ser.out, key);
-        self.ser.out.put_byte(b':');
+        write_str_wrapped(self.ser.out, b"\"", key, b"\":");
         value.serialize(&mut *self.ser)
     }
 
@@ -706,11 +799,15 @@ mod tests {
     fn every_escape_matches_serde_json() {
         let all: String = (0u8..0x80).map(char::from).collect();
         same_as_serde_json(&all);
-        // Escapes at every position within and across eight-byte words.
-        for n in 0..20 {
-            for c in ['"', '\\', '\n', '\u{1}', '\u{1f}', '\u{7f}', 'é', '😀'] {
-                let s: String = "a".repeat(n) + &c.to_string() + &"b".repeat(n % 9);
-                same_as_serde_json(&s);
+        // Escapes at every position within and across words and 64-byte blocks, with
+        // every tail length, and strings shorter than a word.
+        for n in 0..140 {
+            for tail in 0..9 {
+                for c in ['"', '\\', '\n', '\u{1}', '\u{1f}', '\u{7f}', 'é', '😀'] {
+                    let s: String = "a".repeat(n) + &c.to_string() + &"b".repeat(tail);
+                    same_as_serde_json(&s);
+                }
+                same_as_serde_json(&"x".repeat(n + tail));
             }
         }
     }

@@ -19,18 +19,21 @@
 //! wrapper plus content fit the remaining tokens. A block that could keep no content at
 //! all is dropped instead.
 //!
-//! Texts are built lazily. Every candidate carries a cache key that determines its text
-//! (for lane blocks: the BLAKE3 of the raw content, which the ledger needs anyway, plus
-//! the wrapper and the active redactors), so a block whose count is cached and that is
-//! then dropped is never redacted, escaped or copied. This is what keeps a warm compile
-//! of hundreds of evidence items well under a millisecond.
+//! Texts are built lazily. Every candidate has key material that determines its text
+//! (see [`super::cache`]; for lane blocks: the wrapper, the BLAKE3 of the raw content,
+//! which the ledger needs anyway, and the active redactors), so a block whose count is
+//! cached and that is then dropped is never redacted, escaped or copied, and a kept
+//! block whose text is cached is shared, not rebuilt. This is what keeps a warm compile
+//! of hundreds of evidence items cheap.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::artifact::Overflow;
 use crate::tokens::{truncate_to, Tokenizer};
 
+use super::cache::{self, Cached};
 use super::envelope::{BlockSource, ContextBlock, Trust};
 use super::error::CompileError;
 use super::inputs::Role;
@@ -38,10 +41,11 @@ use super::inputs::Role;
 /// How a candidate's content becomes the text inside its wrapper.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Lane {
-    /// Trusted or session text, used as is.
+    /// Trusted text, used as is (no wrapper).
     Plain,
-    /// Caller content: redacted, and for evidence and memory, lane-escaped.
-    Redacted { escape: bool },
+    /// Caller content: redacted, and for evidence and memory, lane-escaped. `hash` is
+    /// the BLAKE3 of the raw content.
+    Redacted { escape: bool, hash: blake3::Hash },
 }
 
 /// A block before filling. Its strings borrow from the artifact and the inputs where
@@ -59,8 +63,9 @@ pub(crate) struct Candidate<'a> {
     pub turn: Option<(usize, Role)>,
     /// For evidence, its index in the caller's list (for the evidence manifest).
     pub evidence: Option<usize>,
-    /// Determines the text: equal keys mean equal texts (see the module docs).
-    pub key: [u8; 32],
+    /// For a plain block whose text never changes: the text, shared with the prepared
+    /// pack, and its count when it was pre-counted with this compile's tokenizer.
+    pub fixed: Option<(&'a Arc<str>, Option<usize>)>,
     /// Wrapper before the content (`<evidence ...>`, `user: `), possibly empty.
     pub prefix: Prefix<'a>,
     /// The content before redaction and escaping.
@@ -115,21 +120,52 @@ impl Prefix<'_> {
 /// Token counting as assembly needs it; implemented by the prepared pack over its cache.
 pub(crate) trait Counter {
     fn kind(&self) -> Tokenizer;
-    /// A cached count by candidate key.
-    fn cached(&self, key: &[u8; 32]) -> Option<usize>;
-    fn store(&self, key: [u8; 32], tokens: usize);
-    /// The count of an arbitrary text (cached by the text's own hash).
+    /// The active redactor names, each NUL-terminated: part of every lane block's key.
+    fn redaction_key(&self) -> &[u8];
+    /// What the cache knows of the block with key material `key`.
+    fn cached(&self, key: &[u8]) -> Option<Cached>;
+    /// Records a count and, for a kept block, its text.
+    fn store(&self, key: &[u8], tokens: usize, text: Option<&Arc<str>>);
+    /// The count of `text`, without the cache.
+    fn tokenize(&self, text: &str) -> usize;
+    /// The count of an arbitrary text, through the cache.
     fn count(&self, text: &str) -> usize;
     /// Applies the active redactors.
     fn redact<'t>(&self, text: &'t str) -> Cow<'t, str>;
 }
 
+/// Scratch space for key material, reused across the blocks of a compile.
+#[derive(Default)]
+struct KeyBuf {
+    prefix: String,
+    key: Vec<u8>,
+}
+
 impl Candidate<'_> {
+    /// Writes the block's key material (see [`super::cache`]) into `buf.key`.
+    fn write_key(&self, counter: &dyn Counter, buf: &mut KeyBuf) {
+        match self.lane {
+            Lane::Plain => cache::text_key(&mut buf.key, counter.kind(), &self.raw),
+            Lane::Redacted { hash, .. } => {
+                buf.prefix.clear();
+                self.prefix.write(&mut buf.prefix);
+                cache::lane_key(
+                    &mut buf.key,
+                    counter.kind(),
+                    &buf.prefix,
+                    &hash,
+                    self.suffix,
+                    counter.redaction_key(),
+                );
+            }
+        }
+    }
+
     /// The content as it renders inside the wrapper.
     fn content<'s>(&'s self, counter: &dyn Counter) -> Cow<'s, str> {
         match self.lane {
             Lane::Plain => Cow::Borrowed(&self.raw),
-            Lane::Redacted { escape } => match counter.redact(&self.raw) {
+            Lane::Redacted { escape, .. } => match counter.redact(&self.raw) {
                 Cow::Borrowed(text) if escape => escape_lane_content(text),
                 Cow::Owned(text) if escape => Cow::Owned(escape_lane_content(&text).into_owned()),
                 redacted => redacted,
@@ -149,6 +185,14 @@ impl Candidate<'_> {
     /// The whole text: wrapper around the rendered content.
     fn text(&self, counter: &dyn Counter) -> String {
         self.text_with(&self.content(counter))
+    }
+
+    /// The whole text, shareable: the pack's own for a fixed block.
+    fn shared_text(&self, counter: &dyn Counter) -> Arc<str> {
+        match self.fixed {
+            Some((text, _)) => Arc::clone(text),
+            None => Arc::from(self.text(counter)),
+        }
     }
 }
 
@@ -233,11 +277,16 @@ pub(crate) fn assemble(
     candidates: Vec<Candidate<'_>>,
     counter: &dyn Counter,
 ) -> Result<Assembly, CompileError> {
-    let mut by_bucket: BTreeMap<&str, Vec<Candidate<'_>>> = BTreeMap::new();
-    for c in candidates {
-        by_bucket.entry(c.bucket).or_default().push(c);
+    // Candidates stay where they are; buckets hold and sort their indices.
+    let mut by_bucket: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, c) in candidates.iter().enumerate() {
+        by_bucket.entry(c.bucket).or_default().push(i);
     }
-    let mut out = Assembly::default();
+    let mut out = Assembly {
+        blocks: Vec::with_capacity(candidates.len()),
+        evidence: Vec::with_capacity(candidates.len()),
+        ..Assembly::default()
+    };
     for b in buckets {
         out.truncations.insert(b.name.to_owned(), false);
         out.dropped.insert(b.name.to_owned(), Vec::new());
@@ -255,7 +304,7 @@ pub(crate) fn assemble(
         ));
         out.truncations.insert((*name).to_owned(), true);
         let ids = out.dropped.entry((*name).to_owned()).or_default();
-        for c in blocks {
+        for c in blocks.iter().map(|&i| &candidates[i]) {
             ids.push(c.id.clone().into_owned());
             if let Some(i) = c.evidence {
                 out.evidence.push((i, false, false));
@@ -265,12 +314,14 @@ pub(crate) fn assemble(
 
     let mut order: Vec<&BucketPlan<'_>> = buckets.iter().collect();
     order.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.name.cmp(b.name)));
+    let mut buf = KeyBuf::default();
     for plan in order {
         let Some(mut blocks) = by_bucket.remove(plan.name) else {
             continue;
         };
-        sort_blocks(&mut blocks);
-        let filled = fill(plan, blocks, counter, &mut out.evidence)?;
+        sort_blocks(&candidates, &mut blocks);
+        let blocks = blocks.iter().map(|&i| &candidates[i]);
+        let filled = fill(plan, blocks, counter, &mut buf, &mut out.evidence)?;
         let mut kept = filled.kept;
         if kept.iter().any(|k| k.0.is_some()) {
             // Session turns fill newest first but render in chronological order.
@@ -289,14 +340,16 @@ pub(crate) fn assemble(
 
 /// Priority descending, then score descending, then id ascending; session turns newest
 /// first.
-fn sort_blocks(blocks: &mut [Candidate<'_>]) {
-    blocks.sort_by(|a, b| match (a.turn, b.turn) {
+fn sort_blocks(candidates: &[Candidate<'_>], blocks: &mut [usize]) {
+    blocks.sort_by(|&a, &b| match (candidates[a].turn, candidates[b].turn) {
         (Some((ia, _)), Some((ib, _))) => ib.cmp(&ia),
-        _ => b
-            .priority
-            .cmp(&a.priority)
-            .then(b.score.total_cmp(&a.score))
-            .then(a.id.cmp(&b.id)),
+        _ => {
+            let (a, b) = (&candidates[a], &candidates[b]);
+            b.priority
+                .cmp(&a.priority)
+                .then(b.score.total_cmp(&a.score))
+                .then(a.id.cmp(&b.id))
+        }
     });
 }
 
@@ -309,15 +362,16 @@ struct Filled {
 }
 
 /// Fills one bucket in order, recording the fate of each evidence item in `evidence`.
-fn fill(
+fn fill<'c, 'a: 'c>(
     plan: &BucketPlan<'_>,
-    blocks: Vec<Candidate<'_>>,
+    blocks: impl ExactSizeIterator<Item = &'c Candidate<'a>>,
     counter: &dyn Counter,
+    buf: &mut KeyBuf,
     evidence: &mut Vec<(usize, bool, bool)>,
 ) -> Result<Filled, CompileError> {
     let mut remaining = usize::try_from(plan.allocation).unwrap_or(usize::MAX);
     let mut f = Filled {
-        kept: Vec::new(),
+        kept: Vec::with_capacity(blocks.len()),
         dropped: Vec::new(),
         used: 0,
         truncated: false,
@@ -332,25 +386,36 @@ fn fill(
     let mut closed = false;
     for c in blocks {
         if closed {
-            outcome(&c, false, false);
-            f.dropped.push(c.id.into_owned());
+            outcome(c, false, false);
+            f.dropped.push(c.id.clone().into_owned());
             continue;
         }
-        // Build the text only on a cache miss or once the block is kept.
-        let (tokens, built) = match counter.cached(&c.key) {
-            Some(n) => (n, None),
-            None => {
-                let text = c.text(counter);
-                let n = counter.count(&text);
-                counter.store(c.key, n);
-                (n, Some(text))
+        // The count, from the pre-count or the cache, or by building and counting the
+        // text; the text itself is built only when neither has it and the block is kept.
+        let (tokens, text) = match c.fixed {
+            Some((text, Some(n))) => (n, Some(Arc::clone(text))),
+            _ => {
+                c.write_key(counter, buf);
+                match counter.cached(&buf.key) {
+                    Some(hit) => (hit.tokens, hit.text),
+                    None => {
+                        let text = c.shared_text(counter);
+                        let n = counter.tokenize(&text);
+                        counter.store(&buf.key, n, (n <= remaining).then_some(&text));
+                        (n, Some(text))
+                    }
+                }
             }
         };
         if tokens <= remaining {
             remaining -= tokens;
             f.used += tokens as u64;
-            let text = built.unwrap_or_else(|| c.text(counter));
-            outcome(&c, true, false);
+            let text = text.unwrap_or_else(|| {
+                let text = c.shared_text(counter);
+                counter.store(&buf.key, tokens, Some(&text));
+                text
+            });
+            outcome(c, true, false);
             f.kept
                 .push((c.turn.map(|t| t.0), block(c, text, tokens, false)));
             continue;
@@ -359,30 +424,30 @@ fn fill(
             Overflow::Error => {
                 return Err(CompileError::OverflowError {
                     bucket: plan.name.to_owned(),
-                    block: c.id.into_owned(),
+                    block: c.id.clone().into_owned(),
                     tokens,
                     remaining,
                 })
             }
             Overflow::Drop => {
                 closed = c.turn.is_some();
-                outcome(&c, false, false);
-                f.dropped.push(c.id.into_owned());
+                outcome(c, false, false);
+                f.dropped.push(c.id.clone().into_owned());
             }
             Overflow::Truncate => {
                 closed = true;
-                match truncated(&c, &c.content(counter), remaining, counter) {
+                match truncated(c, &c.content(counter), remaining, counter) {
                     Some((text, tokens)) => {
                         remaining -= tokens;
                         f.used += tokens as u64;
                         f.truncated = true;
-                        outcome(&c, true, true);
+                        outcome(c, true, true);
                         f.kept
-                            .push((c.turn.map(|t| t.0), block(c, text, tokens, true)));
+                            .push((c.turn.map(|t| t.0), block(c, Arc::from(text), tokens, true)));
                     }
                     None => {
-                        outcome(&c, false, false);
-                        f.dropped.push(c.id.into_owned());
+                        outcome(c, false, false);
+                        f.dropped.push(c.id.clone().into_owned());
                     }
                 }
             }
@@ -391,15 +456,15 @@ fn fill(
     Ok(f)
 }
 
-fn block(c: Candidate<'_>, text: String, tokens: usize, truncated: bool) -> ContextBlock {
+fn block(c: &Candidate<'_>, text: Arc<str>, tokens: usize, truncated: bool) -> ContextBlock {
     ContextBlock {
-        id: c.id.into_owned(),
+        id: c.id.clone().into_owned(),
         bucket: c.bucket.to_owned(),
         source: c.source,
         // A turn's origin is its index, written out only for the turns that are kept.
         origin: match c.turn {
             Some((index, _)) => index.to_string(),
-            None => c.origin.into_owned(),
+            None => c.origin.clone().into_owned(),
         },
         trust: c.trust,
         priority: c.priority,
@@ -452,10 +517,16 @@ mod tests {
         fn kind(&self) -> Tokenizer {
             Tokenizer::Approx
         }
-        fn cached(&self, _: &[u8; 32]) -> Option<usize> {
+        fn redaction_key(&self) -> &[u8] {
+            b""
+        }
+        fn cached(&self, _: &[u8]) -> Option<Cached> {
             None
         }
-        fn store(&self, _: [u8; 32], _: usize) {}
+        fn store(&self, _: &[u8], _: usize, _: Option<&Arc<str>>) {}
+        fn tokenize(&self, text: &str) -> usize {
+            approx(text)
+        }
         fn count(&self, text: &str) -> usize {
             approx(text)
         }
@@ -475,13 +546,16 @@ mod tests {
             score,
             turn: None,
             evidence: Some(index),
-            key: [0; 32],
+            fixed: None,
             prefix: Prefix::Evidence {
                 id,
                 source: "kb://x",
             },
             raw: Cow::Owned(content.to_owned()),
-            lane: Lane::Redacted { escape: true },
+            lane: Lane::Redacted {
+                escape: true,
+                hash: blake3::hash(content.as_bytes()),
+            },
             suffix: "</evidence>",
         }
     }
@@ -497,10 +571,13 @@ mod tests {
             score: 0.0,
             turn: Some((i, Role::User)),
             evidence: None,
-            key: [0; 32],
+            fixed: None,
             prefix: Prefix::Fixed("user: "),
             raw: Cow::Owned(content.to_owned()),
-            lane: Lane::Plain,
+            lane: Lane::Redacted {
+                escape: false,
+                hash: blake3::hash(content.as_bytes()),
+            },
             suffix: "",
         }
     }

@@ -101,7 +101,8 @@ pub struct ContextBlock {
     pub origin: String,
     pub priority: i64,
     pub source: BlockSource,
-    pub text: String,
+    /// Shared with the prepared pack's cache (a kept block's text is built once).
+    pub text: std::sync::Arc<str>,
     pub tokens: u64,
     pub truncated: bool,
     pub trust: Trust,
@@ -362,7 +363,7 @@ impl CompiledContext {
             parts.push(d);
         }
         parts.push(&p.task);
-        parts.extend(p.context_blocks.iter().map(|b| b.text.as_str()));
+        parts.extend(p.context_blocks.iter().map(|b| &*b.text));
         parts.join("\n")
     }
 }

@@ -25,6 +25,7 @@
 
 pub mod assemble;
 pub mod budget;
+mod cache;
 mod digest;
 pub mod envelope;
 pub mod error;
@@ -46,7 +47,7 @@ use regex::Regex;
 use serde_json::{json, Value};
 
 use crate::artifact::{Artifact, Budget, Effect, Prompts, PPM};
-use crate::tokens::{self, TokenCache, Tokenizer};
+use crate::tokens::{self, Tokenizer};
 
 use assemble::{BucketPlan, Candidate, Lane, Prefix};
 use budget::BucketSpec;
@@ -73,9 +74,15 @@ pub struct PreparedPack {
     tools: Vec<tools::PreparedTool>,
     /// The manifest form of every policy's effects, by policy index.
     policy_effects: Vec<Arc<[Value]>>,
-    /// Counts of texts that never change, for the pack's tokenizer, by BLAKE3.
-    static_counts: HashMap<[u8; 32], usize, foldhash::fast::RandomState>,
-    cache: Mutex<TokenCache>,
+    /// Counts of the tools' block texts for the pack's tokenizer, by tool index.
+    tool_counts: Vec<usize>,
+    /// Blocks without interpolation, by block index: their text and its count for
+    /// the pack's tokenizer.
+    static_blocks: Vec<Option<StaticText>>,
+    /// The same for each policy's instructs, by policy index then instruct order.
+    static_instructs: Vec<Vec<Option<StaticText>>>,
+    /// Token counts and kept texts of blocks seen before (see [`cache`]).
+    cache: Mutex<cache::BlockCache>,
     /// The BLAKE3 of caller contents seen before (see [`memo`]).
     hashes: Mutex<memo::HashMemo>,
 }
@@ -143,25 +150,32 @@ impl PreparedPack {
             .map(tools::PreparedTool::new)
             .collect();
         let kind = budget.tokenizer;
-        let mut static_counts = HashMap::default();
-        let mut precount = |text: &str| {
-            static_counts.insert(TokenCache::key(text), tokens::count(kind, text));
+        let tool_counts = tools.iter().map(|t| tokens::count(kind, &t.text)).collect();
+        let static_text = |t: &crate::artifact::Template| {
+            template::is_static(t).then(|| {
+                let text: Arc<str> = Arc::from(render_static(t));
+                let tokens = tokens::count(kind, &text);
+                StaticText { text, tokens }
+            })
         };
-        tools.iter().for_each(|t| precount(&t.text));
-        for b in &artifact.blocks {
-            if template::is_static(&b.text) {
-                precount(&render_static(&b.text));
-            }
-        }
-        for p in &artifact.policies {
-            for e in &p.effects {
-                if let Effect::Instruct(t) = e {
-                    if template::is_static(t) {
-                        precount(&render_static(t));
-                    }
-                }
-            }
-        }
+        let static_blocks = artifact
+            .blocks
+            .iter()
+            .map(|b| static_text(&b.text))
+            .collect();
+        let static_instructs = artifact
+            .policies
+            .iter()
+            .map(|p| {
+                p.effects
+                    .iter()
+                    .filter_map(|e| match e {
+                        Effect::Instruct(t) => Some(static_text(t)),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .collect();
         let policy_effects = artifact
             .policies
             .iter()
@@ -177,8 +191,10 @@ impl PreparedPack {
             redactors,
             schema,
             bucket_names,
-            static_counts,
-            cache: Mutex::new(TokenCache::default()),
+            tool_counts,
+            static_blocks,
+            static_instructs,
+            cache: Mutex::new(cache::BlockCache::default()),
             hashes: Mutex::new(memo::HashMemo::default()),
         })
     }
@@ -188,8 +204,8 @@ impl PreparedPack {
         &self.artifact
     }
 
-    /// Forgets every cached token count and content hash, as for a pack prepared
-    /// anew (the pre-counted static texts stay).
+    /// Forgets every cached token count, kept text and content hash, as for a pack
+    /// prepared anew (the pre-counted static texts stay).
     pub fn clear_token_cache(&self) {
         self.cache
             .lock()
@@ -209,46 +225,36 @@ impl PreparedPack {
             .stats()
     }
 
-    fn cached(&self, kind: Tokenizer, key: &[u8; 32]) -> Option<usize> {
-        if kind == self.pack_tokenizer() {
-            if let Some(&n) = self.static_counts.get(key) {
-                return Some(n);
-            }
-        }
+    fn cached(&self, key: &[u8]) -> Option<cache::Cached> {
         // A poisoned lock only means another compile panicked mid-insert; the map is
         // still a valid cache of pure values.
         self.cache
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(kind, key)
+            .get(key)
     }
 
-    fn store(&self, kind: Tokenizer, key: [u8; 32], tokens: usize) {
+    fn store(&self, key: &[u8], tokens: usize, text: Option<&Arc<str>>) {
         self.cache
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .put(kind, key, tokens);
+            .insert(key, tokens, text);
     }
 
+    /// The count of a plain text, through the cache.
     fn count(&self, kind: Tokenizer, text: &str) -> usize {
-        let key = TokenCache::key(text);
-        if let Some(n) = self.cached(kind, &key) {
-            return n;
+        let mut key = Vec::new();
+        cache::text_key(&mut key, kind, text);
+        if let Some(hit) = self.cached(&key) {
+            return hit.tokens;
         }
         let n = tokens::count(kind, text);
-        self.store(kind, key, n);
+        self.store(&key, n, None);
         n
     }
 
-    fn pack_tokenizer(&self) -> Tokenizer {
-        self.artifact
-            .budget
-            .as_ref()
-            .map_or(Tokenizer::O200k, |b| b.tokenizer)
-    }
-
     /// Compiles one request. Pure and deterministic; see the module docs.
-    pub fn compile(&self, inputs: &CompileInputs) -> Result<CompiledContext, CompileError> {
+    pub fn compile<'p>(&'p self, inputs: &CompileInputs) -> Result<CompiledContext, CompileError> {
         let artifact = &self.artifact;
         let (prompts, budget) = prompts_and_budget(artifact)?;
         validate::validate_inputs(&self.schema, &self.bucket_names, inputs)?;
@@ -405,17 +411,24 @@ impl PreparedPack {
                 + inputs.memory.len()
                 + request.history.len(),
         );
-        for b in &artifact.blocks {
+        // Texts that never change are shared with the prepared pack, and their counts
+        // hold for the pack's own tokenizer.
+        let pack_kind = kind == budget.tokenizer;
+        let shared = |s: &'p StaticText| (&s.text, pack_kind.then_some(s.tokens));
+        for (b, prepared) in artifact.blocks.iter().zip(&self.static_blocks) {
             // A block whose bucket is not declared is dropped unrendered.
-            let content = if self.bucket_names.contains(&b.bucket) {
-                template::render(
-                    &b.text,
-                    &data,
-                    &format!("block `{}`", b.name),
-                    &mut diagnostics,
-                )
-            } else {
-                String::new()
+            let (content, fixed) = match prepared {
+                Some(s) => (Cow::Borrowed(&*s.text), Some(shared(s))),
+                None if self.bucket_names.contains(&b.bucket) => {
+                    let text = template::render(
+                        &b.text,
+                        &data,
+                        &format!("block `{}`", b.name),
+                        &mut diagnostics,
+                    );
+                    (Cow::Owned(text), None)
+                }
+                None => (Cow::Borrowed(""), None),
             };
             candidates.push(trusted(
                 Cow::Borrowed(&b.name),
@@ -423,37 +436,57 @@ impl PreparedPack {
                 BlockSource::Block,
                 &b.name,
                 b.priority,
-                Cow::Owned(content),
+                content,
+                fixed,
             ));
         }
-        for p in &fired {
-            let mut n = 0;
-            for e in &p.effects {
-                if let Effect::Instruct(t) = e {
-                    n += 1;
-                    let id = if n == 1 {
-                        Cow::Borrowed(p.name.as_str())
-                    } else {
-                        Cow::Owned(format!("{}#{n}", p.name))
-                    };
-                    let text = template::render(
-                        t,
-                        &data,
-                        &format!("the instruct of policy `{}`", p.name),
-                        &mut diagnostics,
-                    );
-                    candidates.push(trusted(
-                        id,
-                        "policy",
-                        BlockSource::Policy,
-                        &p.name,
-                        p.priority,
-                        Cow::Owned(text),
-                    ));
-                }
+        for ((p, r), prepared) in artifact
+            .policies
+            .iter()
+            .zip(&results)
+            .zip(&self.static_instructs)
+        {
+            if !r.fired {
+                continue;
+            }
+            let instructs = p.effects.iter().filter_map(|e| match e {
+                Effect::Instruct(t) => Some(t),
+                _ => None,
+            });
+            for (n, (t, prepared)) in instructs.zip(prepared).enumerate() {
+                let id = if n == 0 {
+                    Cow::Borrowed(p.name.as_str())
+                } else {
+                    Cow::Owned(format!("{}#{}", p.name, n + 1))
+                };
+                let (text, fixed) = match prepared {
+                    Some(s) => (Cow::Borrowed(&*s.text), Some(shared(s))),
+                    None => {
+                        let text = template::render(
+                            t,
+                            &data,
+                            &format!("the instruct of policy `{}`", p.name),
+                            &mut diagnostics,
+                        );
+                        (Cow::Owned(text), None)
+                    }
+                };
+                candidates.push(trusted(
+                    id,
+                    "policy",
+                    BlockSource::Policy,
+                    &p.name,
+                    p.priority,
+                    text,
+                    fixed,
+                ));
             }
         }
-        for ((entry, tool), prepared) in tool_manifest.iter().zip(&artifact.tools).zip(&self.tools)
+        for (((entry, tool), prepared), &tokens) in tool_manifest
+            .iter()
+            .zip(&artifact.tools)
+            .zip(&self.tools)
+            .zip(&self.tool_counts)
         {
             if entry.surfaced {
                 candidates.push(trusted(
@@ -463,6 +496,7 @@ impl PreparedPack {
                     &tool.name,
                     0,
                     Cow::Borrowed(&prepared.text),
+                    Some((&prepared.text, pack_kind.then_some(tokens))),
                 ));
             }
         }
@@ -481,13 +515,7 @@ impl PreparedPack {
         let turn_hashes = content_hashes.split_off(inputs.evidence.len() + inputs.memory.len());
         let memory_hashes = content_hashes.split_off(inputs.evidence.len());
         let evidence_hashes = content_hashes;
-        // Scratch space for lane keys: the prefix as text, then the key material.
-        let mut key_buf = (String::with_capacity(128), Vec::with_capacity(256));
-        for (i, (e, hash)) in inputs.evidence.iter().zip(&evidence_hashes).enumerate() {
-            let prefix = Prefix::Evidence {
-                id: &e.id,
-                source: &e.source,
-            };
+        for (i, (e, &hash)) in inputs.evidence.iter().zip(&evidence_hashes).enumerate() {
             candidates.push(Candidate {
                 id: Cow::Borrowed(&e.id),
                 bucket: "evidence",
@@ -498,15 +526,17 @@ impl PreparedPack {
                 score: e.score,
                 turn: None,
                 evidence: Some(i),
-                key: lane_key(&mut key_buf, prefix, hash, "</evidence>", &redaction_key),
-                prefix,
+                fixed: None,
+                prefix: Prefix::Evidence {
+                    id: &e.id,
+                    source: &e.source,
+                },
                 raw: Cow::Borrowed(&e.content),
-                lane: Lane::Redacted { escape: true },
+                lane: Lane::Redacted { escape: true, hash },
                 suffix: "</evidence>",
             });
         }
-        for (m, hash) in inputs.memory.iter().zip(&memory_hashes) {
-            let prefix = Prefix::Memory { id: &m.id };
+        for (m, &hash) in inputs.memory.iter().zip(&memory_hashes) {
             candidates.push(Candidate {
                 id: Cow::Borrowed(&m.id),
                 bucket: "memory",
@@ -517,10 +547,10 @@ impl PreparedPack {
                 score: m.score,
                 turn: None,
                 evidence: None,
-                key: lane_key(&mut key_buf, prefix, hash, "</memory>", &redaction_key),
-                prefix,
+                fixed: None,
+                prefix: Prefix::Memory { id: &m.id },
                 raw: Cow::Borrowed(&m.content),
-                lane: Lane::Redacted { escape: true },
+                lane: Lane::Redacted { escape: true, hash },
                 suffix: "</memory>",
             });
         }
@@ -535,7 +565,6 @@ impl PreparedPack {
                 id.push('#');
                 id.push_str(itoa::Buffer::new().format(*n));
             }
-            let prefix = Prefix::Fixed(t.role.prefix());
             candidates.push(Candidate {
                 id: Cow::Owned(id),
                 bucket: "session",
@@ -547,10 +576,13 @@ impl PreparedPack {
                 score: 0.0,
                 turn: Some((i, t.role)),
                 evidence: None,
-                key: lane_key(&mut key_buf, prefix, &hash, "", &redaction_key),
-                prefix,
+                fixed: None,
+                prefix: Prefix::Fixed(t.role.prefix()),
                 raw: Cow::Borrowed(&t.content),
-                lane: Lane::Redacted { escape: false },
+                lane: Lane::Redacted {
+                    escape: false,
+                    hash,
+                },
                 suffix: "",
             });
         }
@@ -568,6 +600,7 @@ impl PreparedPack {
             pack: self,
             kind,
             active: &active,
+            redaction_key: &redaction_key,
         };
         let assembly = assemble::assemble(&plans, candidates, &counter)?;
 
@@ -711,6 +744,7 @@ fn trusted<'a>(
     origin: &'a str,
     priority: i64,
     text: Cow<'a, str>,
+    fixed: Option<(&'a Arc<str>, Option<usize>)>,
 ) -> Candidate<'a> {
     Candidate {
         id,
@@ -722,8 +756,7 @@ fn trusted<'a>(
         score: 0.0,
         turn: None,
         evidence: None,
-        // A plain block's text is its content, so its key is the text's own hash.
-        key: TokenCache::key(&text),
+        fixed,
         prefix: Prefix::Fixed(""),
         raw: text,
         lane: Lane::Plain,
@@ -731,32 +764,12 @@ fn trusted<'a>(
     }
 }
 
-/// The cache key of a lane block: it determines the text, which is the wrapper around
-/// the content after redaction (by the active set) and escaping.
-///
-/// The encoding is injective (the caller-controlled prefix is length-prefixed; the
-/// suffix comes from a fixed set and the redactor names are NUL-terminated
-/// identifiers), so two different blocks can only share a key through a BLAKE3
-/// collision. `buf` is scratch space reused across blocks.
-fn lane_key(
-    buf: &mut (String, Vec<u8>),
-    prefix: Prefix<'_>,
-    content: &blake3::Hash,
-    suffix: &str,
-    redaction: &[u8],
-) -> [u8; 32] {
-    let (text, key) = buf;
-    text.clear();
-    prefix.write(text);
-    key.clear();
-    key.extend_from_slice(b"ctxpack.lane.v2\0");
-    key.extend_from_slice(&(text.len() as u64).to_le_bytes());
-    key.extend_from_slice(text.as_bytes());
-    key.extend_from_slice(content.as_bytes());
-    key.extend_from_slice(suffix.as_bytes());
-    key.push(0);
-    key.extend_from_slice(redaction);
-    *blake3::hash(key).as_bytes()
+/// A text without interpolation, rendered and counted once by the prepared pack.
+#[derive(Debug)]
+struct StaticText {
+    text: Arc<str>,
+    /// For the pack's tokenizer.
+    tokens: usize,
 }
 
 /// Token counting for one compile: the pack's caches, the compile's tokenizer and its
@@ -765,6 +778,7 @@ struct RunCounter<'p> {
     pack: &'p PreparedPack,
     kind: Tokenizer,
     active: &'p [(&'p str, &'p (String, Regex))],
+    redaction_key: &'p [u8],
 }
 
 impl assemble::Counter for RunCounter<'_> {
@@ -772,12 +786,20 @@ impl assemble::Counter for RunCounter<'_> {
         self.kind
     }
 
-    fn cached(&self, key: &[u8; 32]) -> Option<usize> {
-        self.pack.cached(self.kind, key)
+    fn redaction_key(&self) -> &[u8] {
+        self.redaction_key
     }
 
-    fn store(&self, key: [u8; 32], tokens: usize) {
-        self.pack.store(self.kind, key, tokens);
+    fn cached(&self, key: &[u8]) -> Option<cache::Cached> {
+        self.pack.cached(key)
+    }
+
+    fn store(&self, key: &[u8], tokens: usize, text: Option<&Arc<str>>) {
+        self.pack.store(key, tokens, text);
+    }
+
+    fn tokenize(&self, text: &str) -> usize {
+        tokens::count(self.kind, text)
     }
 
     fn count(&self, text: &str) -> usize {

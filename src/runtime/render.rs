@@ -37,7 +37,7 @@ fn trusted_text(cc: &CompiledContext, with_system: bool) -> String {
         p.context_blocks
             .iter()
             .filter(|b| b.trust == Trust::Trusted)
-            .map(|b| b.text.as_str()),
+            .map(|b| &*b.text),
     );
     join(parts)
 }
@@ -66,7 +66,7 @@ fn final_user_turn(cc: &CompiledContext) -> String {
         .context_blocks
         .iter()
         .filter(|b| matches!(b.source, BlockSource::Evidence | BlockSource::Memory))
-        .map(|b| b.text.as_str());
+        .map(|b| &*b.text);
     join(lanes.chain(std::iter::once(cc.message.as_str())))
 }
 

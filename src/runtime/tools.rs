@@ -64,7 +64,7 @@ pub(crate) struct PreparedTool {
     pub description: Arc<str>,
     pub kind: Arc<str>,
     /// The `tools` block text: `NAME: DESCRIPTION`, or `NAME` without a description.
-    pub text: String,
+    pub text: Arc<str>,
 }
 
 impl PreparedTool {
@@ -74,9 +74,9 @@ impl PreparedTool {
             description: Arc::from(tool.description.as_str()),
             kind: Arc::from(tool.kind.as_str()),
             text: if tool.description.is_empty() {
-                tool.name.clone()
+                Arc::from(tool.name.as_str())
             } else {
-                format!("{}: {}", tool.name, tool.description)
+                Arc::from(format!("{}: {}", tool.name, tool.description))
             },
         }
     }
