@@ -59,7 +59,7 @@ fn main() {
                 cc.compiled_prompt
                     .context_blocks
                     .iter()
-                    .filter(|x| x.bucket == bucket)
+                    .filter(|x| &*x.bucket == bucket)
                     .count()
             };
             println!(

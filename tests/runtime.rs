@@ -345,7 +345,7 @@ fn blocks_ids_sources_and_order() {
         .compiled_prompt
         .context_blocks
         .iter()
-        .map(|b| (b.bucket.as_str(), b.id.as_str()))
+        .map(|b| (&*b.bucket, &*b.id))
         .collect();
     // Buckets by priority: tools 80, business 70, evidence 50, memory 40, session 30
     // (policy 90 has no fired instruct here).
@@ -366,9 +366,9 @@ fn blocks_ids_sources_and_order() {
         .compiled_prompt
         .context_blocks
         .iter()
-        .filter(|b| b.bucket == "session")
+        .filter(|b| &*b.bucket == "session")
         .collect();
-    assert_eq!(session[0].origin, "0");
+    assert_eq!(&*session[0].origin, "0");
     assert_eq!(&*session[1].text, "assistant: Hello! How can I help?");
 }
 
@@ -654,7 +654,7 @@ fn refusal_is_a_control_not_a_failure() {
         Some("We cannot serve minors over the phone.")
     );
     assert_eq!(
-        cc.context_ledger.policy.fired,
+        strs(&cc.context_ledger.policy.fired),
         vec!["minors_on_voice", "pii"]
     );
 }
@@ -673,6 +673,11 @@ fn advisory_escalation_fires() {
     );
 }
 
+/// Shared names as plain strings, for comparisons.
+fn strs(v: &[std::sync::Arc<str>]) -> Vec<&str> {
+    v.iter().map(|s| &**s).collect()
+}
+
 // ── Tools ────────────────────────────────────────────────────────────────────
 
 fn manifest(cc: &CompiledContext) -> Vec<(String, bool, Option<String>, String, String)> {
@@ -681,9 +686,9 @@ fn manifest(cc: &CompiledContext) -> Vec<(String, bool, Option<String>, String, 
         .iter()
         .map(|t| {
             (
-                t.name.clone(),
+                t.name.to_string(),
                 t.surfaced,
-                t.withheld_reason.clone(),
+                t.withheld_reason.as_deref().map(str::to_owned),
                 t.capability_metadata.approval_mode.to_owned(),
                 t.capability_metadata.derivation.to_string(),
             )
@@ -697,7 +702,10 @@ fn tool_surfacing_and_reasons() {
     let m = manifest(&cc);
     assert_eq!(m[0].2.as_deref(), Some("prohibited_by_pack"));
     assert!(m[1].1 && m[2].1);
-    assert_eq!(cc.context_ledger.tool, vec!["issue_refund", "lookup_order"]);
+    assert_eq!(
+        strs(&cc.context_ledger.tool),
+        vec!["issue_refund", "lookup_order"]
+    );
 
     let cc = compile_with(pack(), |r, _, _, _| r["safety_mode"] = json!("autonomous")).unwrap();
     assert_eq!(
@@ -780,7 +788,7 @@ fn large_refund_instruct_lands_in_policy_bucket() {
     .unwrap();
     let b = &cc.compiled_prompt.context_blocks[0];
     assert_eq!(
-        (b.bucket.as_str(), b.id.as_str(), b.priority),
+        (&*b.bucket, &*b.id, b.priority),
         ("policy", "large_refunds", 80)
     );
     assert_eq!(
@@ -812,7 +820,7 @@ fn evidence_cannot_close_its_lane() {
         .compiled_prompt
         .context_blocks
         .iter()
-        .find(|b| b.id == "kb-17")
+        .find(|b| &*b.id == "kb-17")
         .unwrap();
     assert_eq!(block.text.matches("</evidence>").count(), 1);
     assert!(block.text.ends_with("</evidence>"));
@@ -842,12 +850,15 @@ fn truncated_evidence_keeps_its_closing_tag() {
         .compiled_prompt
         .context_blocks
         .iter()
-        .find(|b| b.id == "kb-17")
+        .find(|b| &*b.id == "kb-17")
         .unwrap();
     assert!(block.truncated && block.text.ends_with("</evidence>"));
     assert!(cc.budget_report.bucket_truncations["evidence"]);
     // Truncate drops the rest of the bucket.
-    assert_eq!(cc.budget_report.dropped_block_ids["evidence"], vec!["kb-2"]);
+    assert_eq!(
+        strs(&cc.budget_report.dropped_block_ids["evidence"]),
+        vec!["kb-2"]
+    );
     assert!(block.tokens <= cc.budget_report.allocations["evidence"]);
     let m = &cc.manifests.evidence_manifest;
     assert!(m[0].included && m[0].truncated && !m[1].included);
@@ -880,8 +891,8 @@ fn session_drops_older_turns_once_one_does_not_fit() {
         .compiled_prompt
         .context_blocks
         .iter()
-        .filter(|b| b.bucket == "session")
-        .map(|b| b.origin.as_str())
+        .filter(|b| &*b.bucket == "session")
+        .map(|b| &*b.origin)
         .collect();
     assert_eq!(session, vec!["2"]);
     assert_eq!(cc.budget_report.dropped_block_ids["session"].len(), 2);
@@ -1043,7 +1054,7 @@ fn policies_run_in_priority_order_whatever_the_artifact_order() {
         .manifests
         .policy_manifest
         .iter()
-        .map(|p| p.policy.as_str())
+        .map(|p| &*p.policy)
         .collect();
     let high = order.iter().position(|p| *p == "high").unwrap();
     let tie = order.iter().position(|p| *p == "aaa_tie").unwrap();
@@ -1179,7 +1190,7 @@ fn ties_are_broken_by_id() {
         .manifests
         .evidence_manifest
         .iter()
-        .map(|e| e.id.as_str())
+        .map(|e| &*e.id)
         .collect();
     assert_eq!(tried, ["a", "b", "c"]);
 }
@@ -1233,8 +1244,8 @@ fn repeated_turns_get_distinct_ids() {
         .compiled_prompt
         .context_blocks
         .iter()
-        .filter(|b| b.bucket == "session")
-        .map(|b| b.id.as_str())
+        .filter(|b| &*b.bucket == "session")
+        .map(|b| &*b.id)
         .collect();
     assert_eq!(ids.len(), 2);
     assert_eq!(ids[1], format!("{}#2", ids[0]));

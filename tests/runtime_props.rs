@@ -194,8 +194,8 @@ proptest! {
         let mut rendered = HashSet::new();
         for block in &cc.compiled_prompt.context_blocks {
             prop_assert_eq!(block.tokens as usize, ctxpack::tokens::count(Tokenizer::Approx, &block.text));
-            *used.entry(block.bucket.as_str()).or_default() += block.tokens;
-            rendered.insert((block.bucket.clone(), block.id.clone()));
+            *used.entry(&*block.bucket).or_default() += block.tokens;
+            rendered.insert((block.bucket.to_string(), block.id.to_string()));
             if block.source == BlockSource::Evidence {
                 prop_assert!(block.text.ends_with("</evidence>"));
                 prop_assert_eq!(block.text.to_ascii_lowercase().matches("</evidence").count(), 1);
@@ -210,7 +210,7 @@ proptest! {
         let dropped: HashSet<(String, String)> = b
             .dropped_block_ids
             .iter()
-            .flat_map(|(bucket, ids)| ids.iter().map(move |id| (bucket.clone(), id.clone())))
+            .flat_map(|(bucket, ids)| ids.iter().map(move |id| (bucket.clone(), id.to_string())))
             .collect();
         let mut expected: Vec<(String, String)> = vec![
             ("business".into(), "rules".into()),
@@ -237,7 +237,7 @@ proptest! {
             .compiled_prompt
             .context_blocks
             .iter()
-            .filter(|b| b.bucket == "session")
+            .filter(|b| &*b.bucket == "session")
             .map(|b| b.origin.parse().unwrap())
             .collect();
         let n = c.history.len();
@@ -249,6 +249,6 @@ fn kept_len(cc: &CompiledContext) -> usize {
     cc.compiled_prompt
         .context_blocks
         .iter()
-        .filter(|b| b.bucket == "session")
+        .filter(|b| &*b.bucket == "session")
         .count()
 }

@@ -9,6 +9,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use serde_json::{json, Value};
@@ -296,13 +297,13 @@ pub fn explain(cc: &CompiledContext) -> String {
             .compiled_prompt
             .context_blocks
             .iter()
-            .filter(|x| &x.bucket == name);
+            .filter(|x| *x.bucket == **name);
         let truncated: Vec<&str> = kept
             .clone()
             .filter(|x| x.truncated)
-            .map(|x| x.id.as_str())
+            .map(|x| &*x.id)
             .collect();
-        let dropped = b.dropped_block_ids.get(name).cloned().unwrap_or_default();
+        let dropped: &[Arc<str>] = b.dropped_block_ids.get(name).map_or(&[], Vec::as_slice);
         buckets.add_row([
             name.clone(),
             b.allocations.get(name).map_or("-".into(), u64::to_string),
@@ -313,7 +314,7 @@ pub fn explain(cc: &CompiledContext) -> String {
                 .to_string(),
             kept.count().to_string(),
             truncated.join(", "),
-            summarize(&dropped),
+            summarize(dropped),
         ]);
     }
     let _ = writeln!(out, "\n{buckets}");
@@ -328,7 +329,7 @@ pub fn explain(cc: &CompiledContext) -> String {
             .filter_map(|e| e.as_object().and_then(|m| m.keys().next().cloned()))
             .collect();
         policies.add_row([
-            p.policy.clone(),
+            p.policy.to_string(),
             p.priority.to_string(),
             if p.enforcing { "enforcing" } else { "advisory" }.to_owned(),
             if p.fired { "yes" } else { "no" }.to_owned(),
@@ -349,11 +350,11 @@ pub fn explain(cc: &CompiledContext) -> String {
     ]);
     for t in &cc.manifests.tool_manifest {
         tools.add_row([
-            t.name.clone(),
+            t.name.to_string(),
             if t.surfaced { "yes" } else { "no" }.to_owned(),
             t.capability_metadata.approval_mode.to_owned(),
             t.capability_metadata.derivation.to_string(),
-            t.withheld_reason.clone().unwrap_or_default(),
+            t.withheld_reason.as_deref().unwrap_or_default().to_owned(),
         ]);
     }
     let _ = writeln!(out, "\n{tools}");
@@ -367,7 +368,7 @@ pub fn explain(cc: &CompiledContext) -> String {
 }
 
 /// At most five ids, then a count, so a table row stays readable.
-fn summarize(ids: &[String]) -> String {
+fn summarize(ids: &[Arc<str>]) -> String {
     if ids.len() <= 5 {
         ids.join(", ")
     } else {

@@ -362,7 +362,7 @@ fn check(expect: &Expect, outcome: &Result<CompiledContext, CompileError>) -> Ve
         .tool_manifest
         .iter()
         .filter(|t| t.surfaced)
-        .map(|t| t.name.clone())
+        .map(|t| t.name.to_string())
         .collect();
     set("tools", &expect.tools, surfaced);
     set(
@@ -384,7 +384,7 @@ fn check(expect: &Expect, outcome: &Result<CompiledContext, CompileError>) -> Ve
                 .budget_report
                 .dropped_block_ids
                 .get(bucket)
-                .cloned()
+                .map(|ids| ids.iter().map(|id| id.to_string()).collect())
                 .unwrap_or_default();
             set(&format!("dropped.{bucket}"), &Some(ids.clone()), actual);
         }

@@ -48,14 +48,16 @@ pub(crate) enum Lane {
     Redacted { escape: bool, hash: blake3::Hash },
 }
 
-/// A block before filling. Its strings borrow from the artifact and the inputs where
-/// they can, so a compile copies only what the envelope keeps.
+/// A block before filling. Its strings borrow from, or share with, the prepared pack
+/// and the inputs, so a compile copies only what it must.
 #[derive(Debug, Clone)]
 pub(crate) struct Candidate<'a> {
-    pub id: Cow<'a, str>,
+    pub id: Arc<str>,
     pub bucket: &'a str,
     pub source: BlockSource,
-    pub origin: Cow<'a, str>,
+    /// `None` for a session turn, whose origin (its index) is written out only if it
+    /// is kept.
+    pub origin: Option<Arc<str>>,
     pub trust: Trust,
     pub priority: i64,
     pub score: f64,
@@ -256,7 +258,7 @@ pub(crate) struct Assembly {
     pub blocks: Vec<ContextBlock>,
     pub used: BTreeMap<String, u64>,
     pub truncations: BTreeMap<String, bool>,
-    pub dropped: BTreeMap<String, Vec<String>>,
+    pub dropped: BTreeMap<String, Vec<Arc<str>>>,
     /// Evidence (by index in the caller's list) with (included, truncated), in the
     /// order tried.
     pub evidence: Vec<(usize, bool, bool)>,
@@ -266,6 +268,8 @@ pub(crate) struct Assembly {
 /// A declared bucket: name, priority, overflow and allocation.
 pub(crate) struct BucketPlan<'a> {
     pub name: &'a str,
+    /// The name again, shared by the blocks kept in the bucket.
+    pub shared: &'a Arc<str>,
     pub priority: i64,
     pub overflow: Overflow,
     pub allocation: u64,
@@ -305,7 +309,7 @@ pub(crate) fn assemble(
         out.truncations.insert((*name).to_owned(), true);
         let ids = out.dropped.entry((*name).to_owned()).or_default();
         for c in blocks.iter().map(|&i| &candidates[i]) {
-            ids.push(c.id.clone().into_owned());
+            ids.push(Arc::clone(&c.id));
             if let Some(i) = c.evidence {
                 out.evidence.push((i, false, false));
             }
@@ -356,7 +360,7 @@ fn sort_blocks(candidates: &[Candidate<'_>], blocks: &mut [usize]) {
 struct Filled {
     /// Kept blocks with their turn index (for session turns).
     kept: Vec<(Option<usize>, ContextBlock)>,
-    dropped: Vec<String>,
+    dropped: Vec<Arc<str>>,
     used: u64,
     truncated: bool,
 }
@@ -387,7 +391,7 @@ fn fill<'c, 'a: 'c>(
     for c in blocks {
         if closed {
             outcome(c, false, false);
-            f.dropped.push(c.id.clone().into_owned());
+            f.dropped.push(Arc::clone(&c.id));
             continue;
         }
         // The count, from the pre-count or the cache, or by building and counting the
@@ -417,14 +421,14 @@ fn fill<'c, 'a: 'c>(
             });
             outcome(c, true, false);
             f.kept
-                .push((c.turn.map(|t| t.0), block(c, text, tokens, false)));
+                .push((c.turn.map(|t| t.0), block(plan, c, text, tokens, false)));
             continue;
         }
         match plan.overflow {
             Overflow::Error => {
                 return Err(CompileError::OverflowError {
                     bucket: plan.name.to_owned(),
-                    block: c.id.clone().into_owned(),
+                    block: c.id.to_string(),
                     tokens,
                     remaining,
                 })
@@ -432,7 +436,7 @@ fn fill<'c, 'a: 'c>(
             Overflow::Drop => {
                 closed = c.turn.is_some();
                 outcome(c, false, false);
-                f.dropped.push(c.id.clone().into_owned());
+                f.dropped.push(Arc::clone(&c.id));
             }
             Overflow::Truncate => {
                 closed = true;
@@ -442,12 +446,14 @@ fn fill<'c, 'a: 'c>(
                         f.used += tokens as u64;
                         f.truncated = true;
                         outcome(c, true, true);
-                        f.kept
-                            .push((c.turn.map(|t| t.0), block(c, Arc::from(text), tokens, true)));
+                        f.kept.push((
+                            c.turn.map(|t| t.0),
+                            block(plan, c, Arc::from(text), tokens, true),
+                        ));
                     }
                     None => {
                         outcome(c, false, false);
-                        f.dropped.push(c.id.clone().into_owned());
+                        f.dropped.push(Arc::clone(&c.id));
                     }
                 }
             }
@@ -456,15 +462,22 @@ fn fill<'c, 'a: 'c>(
     Ok(f)
 }
 
-fn block(c: &Candidate<'_>, text: Arc<str>, tokens: usize, truncated: bool) -> ContextBlock {
+fn block(
+    plan: &BucketPlan<'_>,
+    c: &Candidate<'_>,
+    text: Arc<str>,
+    tokens: usize,
+    truncated: bool,
+) -> ContextBlock {
     ContextBlock {
-        id: c.id.clone().into_owned(),
-        bucket: c.bucket.to_owned(),
+        id: Arc::clone(&c.id),
+        bucket: Arc::clone(plan.shared),
         source: c.source,
         // A turn's origin is its index, written out only for the turns that are kept.
-        origin: match c.turn {
-            Some((index, _)) => index.to_string(),
-            None => c.origin.clone().into_owned(),
+        origin: match (&c.origin, c.turn) {
+            (Some(origin), _) => Arc::clone(origin),
+            (None, Some((index, _))) => Arc::from(itoa::Buffer::new().format(index)),
+            (None, None) => Arc::from(""),
         },
         trust: c.trust,
         priority: c.priority,
@@ -537,10 +550,10 @@ mod tests {
 
     fn ev(index: usize, id: &'static str, score: f64, content: &str) -> Candidate<'static> {
         Candidate {
-            id: Cow::Owned(id.into()),
+            id: id.into(),
             bucket: "evidence",
             source: BlockSource::Evidence,
-            origin: "kb://x".into(),
+            origin: Some("kb://x".into()),
             trust: Trust::Untrusted,
             priority: 0,
             score,
@@ -565,7 +578,7 @@ mod tests {
             id: format!("t{i}").into(),
             bucket: "session",
             source: BlockSource::Session,
-            origin: i.to_string().into(),
+            origin: None,
             trust: Trust::Untrusted,
             priority: 0,
             score: 0.0,
@@ -582,13 +595,20 @@ mod tests {
         }
     }
 
-    fn plan(name: &str, overflow: Overflow, allocation: u64) -> BucketPlan<'_> {
+    fn plan(name: &'static str, overflow: Overflow, allocation: u64) -> BucketPlan<'static> {
+        // Leaked once per test plan: a test's few bytes.
+        let shared: &'static Arc<str> = Box::leak(Box::new(Arc::from(name)));
         BucketPlan {
             name,
+            shared,
             priority: 0,
             overflow,
             allocation,
         }
+    }
+
+    fn ids(v: &[Arc<str>]) -> Vec<&str> {
+        v.iter().map(|id| &**id).collect()
     }
 
     #[test]
@@ -605,7 +625,7 @@ mod tests {
     fn drop_keeps_trying_smaller_blocks() {
         let blocks = vec![ev(0, "a", 0.9, &"x".repeat(200)), ev(1, "b", 0.5, "small")];
         let a = assemble(&[plan("evidence", Overflow::Drop, 30)], blocks, &Plain).unwrap();
-        assert_eq!(a.dropped["evidence"], vec!["a"]);
+        assert_eq!(ids(&a.dropped["evidence"]), vec!["a"]);
         assert_eq!(a.blocks.len(), 1);
         assert!(a.truncations["evidence"]);
         assert_eq!(a.evidence, vec![(0, false, false), (1, true, false)]);
@@ -622,7 +642,7 @@ mod tests {
         let b = &a.blocks[0];
         assert!(b.truncated && b.text.ends_with("</evidence>"));
         assert!(b.tokens <= 30 && b.tokens as usize == approx(&b.text));
-        assert_eq!(a.dropped["evidence"], vec!["b"]);
+        assert_eq!(ids(&a.dropped["evidence"]), vec!["b"]);
     }
 
     #[test]
@@ -644,15 +664,15 @@ mod tests {
             turn(2, "newest"),
         ];
         let a = assemble(&[plan("session", Overflow::Drop, 20)], turns, &Plain).unwrap();
-        let ids: Vec<&str> = a.blocks.iter().map(|b| b.id.as_str()).collect();
-        assert_eq!(ids, vec!["t2"]);
-        assert_eq!(a.dropped["session"], vec!["t1", "t0"]);
+        let kept: Vec<&str> = a.blocks.iter().map(|b| &*b.id).collect();
+        assert_eq!(kept, vec!["t2"]);
+        assert_eq!(ids(&a.dropped["session"]), vec!["t1", "t0"]);
     }
 
     #[test]
     fn missing_bucket_drops_everything() {
         let a = assemble(&[], vec![ev(0, "a", 0.0, "x")], &Plain).unwrap();
-        assert_eq!(a.dropped["evidence"], vec!["a"]);
+        assert_eq!(ids(&a.dropped["evidence"]), vec!["a"]);
         assert_eq!(a.warnings.len(), 1);
     }
 }

@@ -26,15 +26,16 @@ use serde::{Serialize, Serializer};
 
 use crate::artifact::json::{self, HashSink};
 
-use super::envelope::{blake3_ref, Blake3Text, SortedValue};
+use super::envelope::{blake3_ref, SortedValue};
 use super::inputs::{CompileInputs, Role, RunContext};
+use super::memo::ContentHash;
 
 /// A content hash, written `blake3:<hex>`.
-struct HashRef<'a>(&'a blake3::Hash);
+struct HashRef<'a>(&'a ContentHash);
 
 impl Serialize for HashRef<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(Blake3Text::new(self.0).as_str())
+        s.serialize_str(&self.0.text)
     }
 }
 
@@ -74,8 +75,8 @@ struct InputsDigest<'a> {
 /// content (in input order).
 pub(crate) fn inputs_digest(
     inputs: &CompileInputs,
-    memory: &[blake3::Hash],
-    history: &[blake3::Hash],
+    memory: &[ContentHash],
+    history: &[ContentHash],
 ) -> String {
     let request = &inputs.request;
     let doc = InputsDigest {

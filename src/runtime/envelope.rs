@@ -17,6 +17,7 @@
 //! cannot go unnoticed.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -96,13 +97,13 @@ pub enum Trust {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ContextBlock {
-    pub bucket: String,
-    pub id: String,
-    pub origin: String,
+    pub bucket: Arc<str>,
+    pub id: Arc<str>,
+    pub origin: Arc<str>,
     pub priority: i64,
     pub source: BlockSource,
     /// Shared with the prepared pack's cache (a kept block's text is built once).
-    pub text: std::sync::Arc<str>,
+    pub text: Arc<str>,
     pub tokens: u64,
     pub truncated: bool,
     pub trust: Trust,
@@ -131,14 +132,14 @@ pub struct Manifests {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PolicyManifestEntry {
-    pub bundle: String,
+    pub bundle: Arc<str>,
     /// Shared with the prepared pack (never copied per compile).
     #[serde(serialize_with = "sorted_values")]
     pub effects: std::sync::Arc<[Value]>,
     pub enforcing: bool,
     pub error: Option<String>,
     pub fired: bool,
-    pub policy: String,
+    pub policy: Arc<str>,
     pub priority: i64,
 }
 
@@ -146,10 +147,10 @@ pub struct PolicyManifestEntry {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EvidenceManifestEntry {
     pub hops: u32,
-    pub id: String,
+    pub id: Arc<str>,
     pub included: bool,
     pub score: f64,
-    pub source: String,
+    pub source: Arc<str>,
     pub truncated: bool,
 }
 
@@ -176,7 +177,7 @@ pub struct BudgetReport {
     pub bucket_truncations: BTreeMap<String, bool>,
     /// Dropped block ids per bucket in the order tried. Blocks routed to a bucket the
     /// budget does not declare are listed under that bucket's name.
-    pub dropped_block_ids: BTreeMap<String, Vec<String>>,
+    pub dropped_block_ids: BTreeMap<String, Vec<Arc<str>>>,
     pub fixed: u64,
     pub tokenizer: String,
     pub total: u64,
@@ -215,21 +216,22 @@ pub struct ContextLedger {
     /// The request id.
     pub request: String,
     /// Surfaced tool names, sorted.
-    pub tool: Vec<String>,
+    pub tool: Vec<Arc<str>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LedgerPolicy {
     /// The bundles of all the pack's policies, sorted and unique.
-    pub bundles: Vec<String>,
+    pub bundles: Vec<Arc<str>>,
     /// Fired policies in evaluation order.
-    pub fired: Vec<String>,
+    pub fired: Vec<Arc<str>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LedgerItem {
-    pub blake3: String,
-    pub id: String,
+    /// `blake3:<hex>`.
+    pub blake3: Arc<str>,
+    pub id: Arc<str>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -8,6 +8,7 @@
 //! that a well-formed file of the wrong shape is exit 4, never exit 3.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -128,8 +129,9 @@ impl Role {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Evidence {
-    pub id: String,
-    pub source: String,
+    /// Shared with the envelope, which names every evidence item several times.
+    pub id: Arc<str>,
+    pub source: Arc<str>,
     pub content: String,
     #[serde(default, deserialize_with = "null_as_default")]
     pub score: f64,
@@ -141,7 +143,7 @@ pub struct Evidence {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryItem {
-    pub id: String,
+    pub id: Arc<str>,
     pub content: String,
     /// Must be `true`: raw (unpromoted) memory is refused.
     #[serde(default)]

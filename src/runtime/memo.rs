@@ -14,18 +14,41 @@
 //!
 //! It is bounded by the bytes of content it holds: when an insertion would exceed the
 //! bound it is cleared (no recency tracking, so a hit stays one lookup).
+//!
+//! Each hash is kept with its envelope form, `blake3:<hex>`, which the ledger and the
+//! turn ids share rather than format anew.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use foldhash::fast::RandomState;
 
 /// Content bytes held at most, by default (contents are stored once each).
 pub const DEFAULT_MEMO_BYTES: usize = 64 << 20;
 
+/// The BLAKE3 of a content, and the same as the envelope writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContentHash {
+    pub hash: blake3::Hash,
+    /// `blake3:<hex>`.
+    pub text: Arc<str>,
+}
+
+impl ContentHash {
+    /// Hashes `content`.
+    pub fn of(content: &str) -> ContentHash {
+        let hash = blake3::hash(content.as_bytes());
+        ContentHash {
+            text: Arc::from(super::envelope::Blake3Text::new(&hash).as_str()),
+            hash,
+        }
+    }
+}
+
 /// Content → BLAKE3, bounded by total content bytes.
 #[derive(Debug)]
 pub struct HashMemo {
-    map: HashMap<Box<str>, blake3::Hash, RandomState>,
+    map: HashMap<Box<str>, ContentHash, RandomState>,
     bytes: usize,
     capacity_bytes: usize,
 }
@@ -47,13 +70,13 @@ impl HashMemo {
     }
 
     /// The remembered hash of `content`.
-    pub fn get(&self, content: &str) -> Option<blake3::Hash> {
-        self.map.get(content).copied()
+    pub fn get(&self, content: &str) -> Option<ContentHash> {
+        self.map.get(content).cloned()
     }
 
     /// Remembers `hash` as the BLAKE3 of `content`. Contents larger than the whole
     /// bound are not kept.
-    pub fn insert(&mut self, content: &str, hash: blake3::Hash) {
+    pub fn insert(&mut self, content: &str, hash: ContentHash) {
         if content.len() > self.capacity_bytes || self.map.contains_key(content) {
             return;
         }
@@ -92,20 +115,20 @@ impl HashMemo {
 pub(crate) fn hash_all<'a>(
     memo: &std::sync::Mutex<HashMemo>,
     contents: impl Iterator<Item = &'a str> + Clone,
-) -> Vec<blake3::Hash> {
-    let known: Vec<Option<blake3::Hash>> = {
+) -> Vec<ContentHash> {
+    let known: Vec<Option<ContentHash>> = {
         let memo = memo
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         contents.clone().map(|c| memo.get(c)).collect()
     };
     let mut fresh = Vec::new();
-    let hashes: Vec<blake3::Hash> = contents
+    let hashes: Vec<ContentHash> = contents
         .zip(known)
         .map(|(c, known)| {
             known.unwrap_or_else(|| {
-                let h = blake3::hash(c.as_bytes());
-                fresh.push((c, h));
+                let h = ContentHash::of(c);
+                fresh.push((c, h.clone()));
                 h
             })
         })
@@ -134,7 +157,14 @@ mod tests {
             let got = hash_all(&memo, contents.iter().copied());
             let want: Vec<_> = contents
                 .iter()
-                .map(|c| blake3::hash(c.as_bytes()))
+                .map(|c| {
+                    let hash = blake3::hash(c.as_bytes());
+                    (hash, format!("blake3:{}", hash.to_hex()))
+                })
+                .collect();
+            let got: Vec<_> = got
+                .into_iter()
+                .map(|h| (h.hash, h.text.to_string()))
                 .collect();
             assert_eq!(got, want);
         }
@@ -144,15 +174,16 @@ mod tests {
     #[test]
     fn bounded_by_bytes() {
         let mut memo = HashMemo::with_capacity_bytes(10);
-        memo.insert("12345", blake3::hash(b"12345"));
-        memo.insert("678", blake3::hash(b"678"));
+        for c in ["12345", "678"] {
+            memo.insert(c, ContentHash::of(c));
+        }
         assert_eq!(memo.bytes(), 8);
         // Would exceed the bound: the memo starts over.
-        memo.insert("abcd", blake3::hash(b"abcd"));
+        memo.insert("abcd", ContentHash::of("abcd"));
         assert_eq!((memo.len(), memo.bytes()), (1, 4));
         // Larger than the whole bound: never kept.
-        memo.insert("this is too long", blake3::hash(b"this is too long"));
+        memo.insert("this is too long", ContentHash::of("this is too long"));
         assert_eq!(memo.get("this is too long"), None);
-        assert_eq!(memo.get("abcd"), Some(blake3::hash(b"abcd")));
+        assert_eq!(memo.get("abcd"), Some(ContentHash::of("abcd")));
     }
 }

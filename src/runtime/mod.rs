@@ -81,6 +81,14 @@ pub struct PreparedPack {
     static_blocks: Vec<Option<StaticText>>,
     /// The same for each policy's instructs, by policy index then instruct order.
     static_instructs: Vec<Vec<Option<StaticText>>>,
+    /// Names the envelope repeats, shared rather than copied per compile: the budget's
+    /// buckets (in budget order), the blocks and the policies (by index), each policy's
+    /// bundle, and the sorted unique bundles.
+    bucket_shared: Vec<Arc<str>>,
+    block_names: Vec<Arc<str>>,
+    policy_names: Vec<Arc<str>>,
+    policy_bundles: Vec<Arc<str>>,
+    bundles: Vec<Arc<str>>,
     /// Token counts and kept texts of blocks seen before (see [`cache`]).
     cache: Mutex<cache::BlockCache>,
     /// The BLAKE3 of caller contents seen before (see [`memo`]).
@@ -181,6 +189,18 @@ impl PreparedPack {
             .iter()
             .map(|p| p.effects.iter().map(policy::effect_json).collect())
             .collect();
+        let shared = |s: &String| Arc::<str>::from(s.as_str());
+        let bucket_shared = budget.buckets.iter().map(|b| shared(&b.name)).collect();
+        let block_names = artifact.blocks.iter().map(|b| shared(&b.name)).collect();
+        let policy_names = artifact.policies.iter().map(|p| shared(&p.name)).collect();
+        let policy_bundles: Vec<Arc<str>> = artifact
+            .policies
+            .iter()
+            .map(|p| shared(&p.bundle))
+            .collect();
+        let mut bundles = policy_bundles.clone();
+        bundles.sort();
+        bundles.dedup();
         Ok(PreparedPack {
             tools,
             policy_effects,
@@ -194,6 +214,11 @@ impl PreparedPack {
             tool_counts,
             static_blocks,
             static_instructs,
+            bucket_shared,
+            block_names,
+            policy_names,
+            policy_bundles,
+            bundles,
             cache: Mutex::new(cache::BlockCache::default()),
             hashes: Mutex::new(memo::HashMemo::default()),
         })
@@ -415,7 +440,12 @@ impl PreparedPack {
         // hold for the pack's own tokenizer.
         let pack_kind = kind == budget.tokenizer;
         let shared = |s: &'p StaticText| (&s.text, pack_kind.then_some(s.tokens));
-        for (b, prepared) in artifact.blocks.iter().zip(&self.static_blocks) {
+        for ((b, prepared), name) in artifact
+            .blocks
+            .iter()
+            .zip(&self.static_blocks)
+            .zip(&self.block_names)
+        {
             // A block whose bucket is not declared is dropped unrendered.
             let (content, fixed) = match prepared {
                 Some(s) => (Cow::Borrowed(&*s.text), Some(shared(s))),
@@ -431,20 +461,21 @@ impl PreparedPack {
                 None => (Cow::Borrowed(""), None),
             };
             candidates.push(trusted(
-                Cow::Borrowed(&b.name),
+                Arc::clone(name),
                 &b.bucket,
                 BlockSource::Block,
-                &b.name,
+                name,
                 b.priority,
                 content,
                 fixed,
             ));
         }
-        for ((p, r), prepared) in artifact
+        for (((p, r), prepared), name) in artifact
             .policies
             .iter()
             .zip(&results)
             .zip(&self.static_instructs)
+            .zip(&self.policy_names)
         {
             if !r.fired {
                 continue;
@@ -455,9 +486,9 @@ impl PreparedPack {
             });
             for (n, (t, prepared)) in instructs.zip(prepared).enumerate() {
                 let id = if n == 0 {
-                    Cow::Borrowed(p.name.as_str())
+                    Arc::clone(name)
                 } else {
-                    Cow::Owned(format!("{}#{}", p.name, n + 1))
+                    Arc::from(format!("{}#{}", p.name, n + 1))
                 };
                 let (text, fixed) = match prepared {
                     Some(s) => (Cow::Borrowed(&*s.text), Some(shared(s))),
@@ -475,25 +506,22 @@ impl PreparedPack {
                     id,
                     "policy",
                     BlockSource::Policy,
-                    &p.name,
+                    name,
                     p.priority,
                     text,
                     fixed,
                 ));
             }
         }
-        for (((entry, tool), prepared), &tokens) in tool_manifest
-            .iter()
-            .zip(&artifact.tools)
-            .zip(&self.tools)
-            .zip(&self.tool_counts)
+        for ((entry, prepared), &tokens) in
+            tool_manifest.iter().zip(&self.tools).zip(&self.tool_counts)
         {
             if entry.surfaced {
                 candidates.push(trusted(
-                    Cow::Borrowed(&tool.name),
+                    Arc::clone(&prepared.name),
                     "tools",
                     BlockSource::Tool,
-                    &tool.name,
+                    &prepared.name,
                     0,
                     Cow::Borrowed(&prepared.text),
                     Some((&prepared.text, pack_kind.then_some(tokens))),
@@ -515,12 +543,12 @@ impl PreparedPack {
         let turn_hashes = content_hashes.split_off(inputs.evidence.len() + inputs.memory.len());
         let memory_hashes = content_hashes.split_off(inputs.evidence.len());
         let evidence_hashes = content_hashes;
-        for (i, (e, &hash)) in inputs.evidence.iter().zip(&evidence_hashes).enumerate() {
+        for (i, (e, hash)) in inputs.evidence.iter().zip(&evidence_hashes).enumerate() {
             candidates.push(Candidate {
-                id: Cow::Borrowed(&e.id),
+                id: Arc::clone(&e.id),
                 bucket: "evidence",
                 source: BlockSource::Evidence,
-                origin: Cow::Borrowed(&e.source),
+                origin: Some(Arc::clone(&e.source)),
                 trust: Trust::Untrusted,
                 priority: 0,
                 score: e.score,
@@ -532,16 +560,19 @@ impl PreparedPack {
                     source: &e.source,
                 },
                 raw: Cow::Borrowed(&e.content),
-                lane: Lane::Redacted { escape: true, hash },
+                lane: Lane::Redacted {
+                    escape: true,
+                    hash: hash.hash,
+                },
                 suffix: "</evidence>",
             });
         }
-        for (m, &hash) in inputs.memory.iter().zip(&memory_hashes) {
+        for (m, hash) in inputs.memory.iter().zip(&memory_hashes) {
             candidates.push(Candidate {
-                id: Cow::Borrowed(&m.id),
+                id: Arc::clone(&m.id),
                 bucket: "memory",
                 source: BlockSource::Memory,
-                origin: Cow::Borrowed(&m.id),
+                origin: Some(Arc::clone(&m.id)),
                 trust: Trust::Untrusted,
                 priority: 0,
                 score: m.score,
@@ -550,27 +581,31 @@ impl PreparedPack {
                 fixed: None,
                 prefix: Prefix::Memory { id: &m.id },
                 raw: Cow::Borrowed(&m.content),
-                lane: Lane::Redacted { escape: true, hash },
+                lane: Lane::Redacted {
+                    escape: true,
+                    hash: hash.hash,
+                },
                 suffix: "</memory>",
             });
         }
         // A turn's id is the BLAKE3 of its content as supplied; a repeated content
         // ("ok", "thanks") gets `#2`, `#3`, ... so that every id names one turn.
-        let mut seen_turns: HashMap<blake3::Hash, usize> = HashMap::new();
-        for (i, (t, &hash)) in request.history.iter().zip(&turn_hashes).enumerate() {
-            let n = seen_turns.entry(hash).or_insert(0);
+        let mut seen_turns: HashMap<blake3::Hash, usize, foldhash::fast::RandomState> =
+            HashMap::default();
+        for (i, (t, hash)) in request.history.iter().zip(&turn_hashes).enumerate() {
+            let n = seen_turns.entry(hash.hash).or_insert(0);
             *n += 1;
-            let mut id = envelope::blake3_ref(&hash);
-            if *n > 1 {
-                id.push('#');
-                id.push_str(itoa::Buffer::new().format(*n));
-            }
+            let id = if *n > 1 {
+                Arc::from(format!("{}#{n}", hash.text))
+            } else {
+                Arc::clone(&hash.text)
+            };
             candidates.push(Candidate {
-                id: Cow::Owned(id),
+                id,
                 bucket: "session",
                 source: BlockSource::Session,
                 // The turn index, written out by the assembly for kept turns only.
-                origin: Cow::Borrowed(""),
+                origin: None,
                 trust: Trust::Untrusted,
                 priority: 0,
                 score: 0.0,
@@ -581,7 +616,7 @@ impl PreparedPack {
                 raw: Cow::Borrowed(&t.content),
                 lane: Lane::Redacted {
                     escape: false,
-                    hash,
+                    hash: hash.hash,
                 },
                 suffix: "",
             });
@@ -589,8 +624,10 @@ impl PreparedPack {
         let plans: Vec<BucketPlan<'_>> = budget
             .buckets
             .iter()
-            .map(|b| BucketPlan {
+            .zip(&self.bucket_shared)
+            .map(|(b, shared)| BucketPlan {
                 name: &b.name,
+                shared,
                 priority: b.priority,
                 overflow: b.overflow,
                 allocation: allocations.get(&b.name).copied().unwrap_or(0),
@@ -610,9 +647,10 @@ impl PreparedPack {
             .iter()
             .zip(&results)
             .zip(&self.policy_effects)
-            .map(|((p, r), effects)| PolicyManifestEntry {
-                policy: p.name.clone(),
-                bundle: p.bundle.clone(),
+            .zip(self.policy_names.iter().zip(&self.policy_bundles))
+            .map(|(((p, r), effects), (name, bundle))| PolicyManifestEntry {
+                policy: Arc::clone(name),
+                bundle: Arc::clone(bundle),
                 priority: p.priority,
                 enforcing: p.enforcing,
                 fired: r.fired,
@@ -626,8 +664,8 @@ impl PreparedPack {
             .map(|&(i, included, truncated)| {
                 let e = &inputs.evidence[i];
                 EvidenceManifestEntry {
-                    id: e.id.clone(),
-                    source: e.source.clone(),
+                    id: Arc::clone(&e.id),
+                    source: Arc::clone(&e.source),
                     score: e.score,
                     hops: e.hops,
                     included,
@@ -636,25 +674,22 @@ impl PreparedPack {
             })
             .collect();
         let used: u64 = fixed + assembly.used.values().sum::<u64>();
-        let mut bundles: Vec<String> = artifact.policies.iter().map(|p| p.bundle.clone()).collect();
-        bundles.sort();
-        bundles.dedup();
-        let ledger_items = |ids: Vec<&str>, hashes: &[blake3::Hash]| {
+        let ledger_items = |ids: Vec<&Arc<str>>, hashes: &[memo::ContentHash]| {
             let mut v: Vec<LedgerItem> = ids
                 .into_iter()
                 .zip(hashes)
                 .map(|(id, hash)| LedgerItem {
-                    id: id.to_owned(),
-                    blake3: envelope::blake3_ref(hash),
+                    id: Arc::clone(id),
+                    blake3: Arc::clone(&hash.text),
                 })
                 .collect();
             v.sort_by(|a, b| a.id.cmp(&b.id));
             v
         };
-        let surfaced: Vec<String> = tool_manifest
+        let surfaced: Vec<Arc<str>> = tool_manifest
             .iter()
             .filter(|t| t.surfaced)
-            .map(|t| t.name.clone())
+            .map(|t| Arc::clone(&t.name))
             .collect();
         let mut out = CompiledContext {
             format: COMPILED_FORMAT.to_owned(),
@@ -710,16 +745,21 @@ impl PreparedPack {
                 inputs: digest::inputs_digest(inputs, &memory_hashes, &turn_hashes),
                 request: request.request_id.clone(),
                 policy: LedgerPolicy {
-                    bundles,
-                    fired: fired.iter().map(|p| p.name.clone()).collect(),
+                    bundles: self.bundles.clone(),
+                    fired: results
+                        .iter()
+                        .zip(&self.policy_names)
+                        .filter(|(r, _)| r.fired)
+                        .map(|(_, name)| Arc::clone(name))
+                        .collect(),
                 },
                 tool: surfaced,
                 evidence: ledger_items(
-                    inputs.evidence.iter().map(|e| e.id.as_str()).collect(),
+                    inputs.evidence.iter().map(|e| &e.id).collect(),
                     &evidence_hashes,
                 ),
                 memory: ledger_items(
-                    inputs.memory.iter().map(|m| m.id.as_str()).collect(),
+                    inputs.memory.iter().map(|m| &m.id).collect(),
                     &memory_hashes,
                 ),
                 budget: LedgerBudget {
@@ -738,10 +778,10 @@ impl PreparedPack {
 }
 
 fn trusted<'a>(
-    id: Cow<'a, str>,
+    id: Arc<str>,
     bucket: &'a str,
     source: BlockSource,
-    origin: &'a str,
+    origin: &Arc<str>,
     priority: i64,
     text: Cow<'a, str>,
     fixed: Option<(&'a Arc<str>, Option<usize>)>,
@@ -750,7 +790,7 @@ fn trusted<'a>(
         id,
         bucket,
         source,
-        origin: Cow::Borrowed(origin),
+        origin: Some(Arc::clone(origin)),
         trust: Trust::Trusted,
         priority,
         score: 0.0,

@@ -75,7 +75,7 @@ fn surfaced_tools(cc: &CompiledContext) -> impl Iterator<Item = (&str, &str, &Va
         .tool_manifest
         .iter()
         .filter(|t| t.surfaced)
-        .map(|t| (t.name.as_str(), &*t.description, &*t.json_schema))
+        .map(|t| (&*t.name, &*t.description, &*t.json_schema))
 }
 
 /// An OpenAI Chat Completions request body.

@@ -20,8 +20,8 @@
 //! such policy in evaluation order). A raise to `confirm` of a tool that already needs
 //! `confirm` or `review` changes nothing and keeps `declared`.
 
+use foldhash::{HashMap, HashMapExt, HashSet};
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -38,9 +38,9 @@ pub struct ToolManifestEntry {
     /// The tool's input schema, shared with the prepared pack (never copied per compile).
     #[serde(serialize_with = "super::envelope::sorted_shared_value")]
     pub json_schema: Arc<Value>,
-    pub name: String,
+    pub name: Arc<str>,
     pub surfaced: bool,
-    pub withheld_reason: Option<String>,
+    pub withheld_reason: Option<Cow<'static, str>>,
     /// The tool's description, for the provider renders (the envelope carries it as the
     /// `tools` block's text, which the budget may drop).
     #[serde(skip)]
@@ -60,6 +60,7 @@ pub struct CapabilityMetadata {
 /// prepared pack.
 #[derive(Debug)]
 pub(crate) struct PreparedTool {
+    pub name: Arc<str>,
     pub json_schema: Arc<Value>,
     pub description: Arc<str>,
     pub kind: Arc<str>,
@@ -70,6 +71,7 @@ pub(crate) struct PreparedTool {
 impl PreparedTool {
     pub fn new(tool: &crate::artifact::Tool) -> PreparedTool {
         PreparedTool {
+            name: Arc::from(tool.name.as_str()),
             json_schema: Arc::new(tool.input.clone()),
             description: Arc::from(tool.description.as_str()),
             kind: Arc::from(tool.kind.as_str()),
@@ -144,22 +146,22 @@ pub(crate) fn surface<'a>(
                 _ => (tool.approval, Cow::Borrowed("declared")),
             };
             let reason = if !intent_tools.contains(name) {
-                Some("not_permitted_by_intent".to_owned())
+                Some(Cow::Borrowed("not_permitted_by_intent"))
             } else if permissions.as_ref().is_some_and(|p| !p.contains(name)) {
-                Some("not_in_run_permissions".to_owned())
+                Some(Cow::Borrowed("not_in_run_permissions"))
             } else if pack_prohibitions.contains(name) {
-                Some("prohibited_by_pack".to_owned())
+                Some(Cow::Borrowed("prohibited_by_pack"))
             } else if let Some(policy) = denied_by.get(name) {
-                Some(format!("denied_by_policy:{policy}"))
+                Some(Cow::Owned(format!("denied_by_policy:{policy}")))
             } else if run_prohibitions.as_ref().is_some_and(|p| p.contains(name)) {
-                Some("prohibited_by_run".to_owned())
+                Some(Cow::Borrowed("prohibited_by_run"))
             } else if approval > ceiling {
-                Some("approval_exceeds_safety_mode".to_owned())
+                Some(Cow::Borrowed("approval_exceeds_safety_mode"))
             } else {
                 None
             };
             ToolManifestEntry {
-                name: tool.name.clone(),
+                name: Arc::clone(&prepared.name),
                 surfaced: reason.is_none(),
                 withheld_reason: reason,
                 json_schema: Arc::clone(&prepared.json_schema),
