@@ -52,7 +52,7 @@ impl Sink for Vec<u8> {
         self.push(byte);
     }
 
-    #[inline]
+    #[inline(always)]
     fn put_wrapped(&mut self, pre: &[u8], bytes: &[u8], post: &[u8]) {
         self.reserve(pre.len() + bytes.len() + post.len());
         self.extend_from_slice(pre);
@@ -65,7 +65,9 @@ impl Sink for Vec<u8> {
 /// use its SIMD lanes) while the document is never held whole.
 pub struct HashSink {
     hasher: blake3::Hasher,
-    buf: Vec<u8>,
+    buf: Box<[u8]>,
+    /// Bytes of `buf` in use.
+    len: usize,
 }
 
 /// BLAKE3 keeps the last chunk of every `update` back (it might be the root) and
@@ -77,7 +79,8 @@ impl Default for HashSink {
     fn default() -> Self {
         HashSink {
             hasher: blake3::Hasher::new(),
-            buf: Vec::with_capacity(HASH_BUFFER),
+            buf: vec![0; HASH_BUFFER].into_boxed_slice(),
+            len: 0,
         }
     }
 }
@@ -85,21 +88,60 @@ impl Default for HashSink {
 impl HashSink {
     /// The BLAKE3 of everything put so far.
     pub fn finalize(mut self) -> blake3::Hash {
-        self.hasher.update(&self.buf);
+        self.flush();
         self.hasher.finalize()
+    }
+
+    fn flush(&mut self) {
+        if let Some(held) = self.buf.get(..self.len) {
+            self.hasher.update(held);
+        }
+        self.len = 0;
+    }
+
+    /// Makes room for `n` more bytes, hashing what the buffer holds if needed. Returns
+    /// whether they fit (a piece larger than the buffer goes to the hasher directly).
+    #[inline(always)]
+    fn room(&mut self, n: usize) -> bool {
+        if self.len + n > HASH_BUFFER {
+            self.flush();
+        }
+        n <= HASH_BUFFER
+    }
+
+    /// Appends `bytes`, for which [`HashSink::room`] made room.
+    #[inline(always)]
+    fn append(&mut self, bytes: &[u8]) {
+        let end = self.len + bytes.len();
+        if let Some(dst) = self.buf.get_mut(self.len..end) {
+            copy_small(dst, bytes);
+            self.len = end;
+        }
     }
 }
 
-impl HashSink {
-    /// Makes room for `n` more bytes, hashing what the buffer holds if needed. Returns
-    /// whether they fit (a piece larger than the buffer goes to the hasher directly).
-    #[inline]
-    fn room(&mut self, n: usize) -> bool {
-        if self.buf.len() + n > HASH_BUFFER {
-            self.hasher.update(&self.buf);
-            self.buf.clear();
-        }
-        n <= HASH_BUFFER
+/// `dst.copy_from_slice(src)` (equal lengths), with strings of up to sixteen bytes
+/// copied as two overlapping fixed-size words rather than through a `memcpy` call.
+#[inline(always)]
+fn copy_small(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    if n != dst.len() {
+        return;
+    }
+    macro_rules! overlapping {
+        ($w:literal) => {{
+            let (head, tail) = (&src[..$w], &src[n - $w..]);
+            dst[..$w].copy_from_slice(head);
+            dst[n - $w..].copy_from_slice(tail);
+        }};
+    }
+    match n {
+        0 => {}
+        1 => dst[0] = src[0],
+        2..4 => overlapping!(2),
+        4..8 => overlapping!(4),
+        8..=16 => overlapping!(8),
+        _ => dst.copy_from_slice(src),
     }
 }
 
@@ -107,24 +149,24 @@ impl Sink for HashSink {
     #[inline]
     fn put_byte(&mut self, byte: u8) {
         self.room(1);
-        self.buf.push(byte);
+        self.append(&[byte]);
     }
 
     #[inline]
     fn put(&mut self, bytes: &[u8]) {
         if self.room(bytes.len()) {
-            self.buf.extend_from_slice(bytes);
+            self.append(bytes);
         } else {
             self.hasher.update(bytes);
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn put_wrapped(&mut self, pre: &[u8], bytes: &[u8], post: &[u8]) {
         if self.room(pre.len() + bytes.len() + post.len()) {
-            self.buf.extend_from_slice(pre);
-            self.buf.extend_from_slice(bytes);
-            self.buf.extend_from_slice(post);
+            self.append(pre);
+            self.append(bytes);
+            self.append(post);
         } else {
             self.put(pre);
             self.put(bytes);
@@ -291,28 +333,49 @@ fn position_from(bytes: &[u8], from: usize) -> Option<usize> {
         .map(|p| from + p)
 }
 
+/// Whether no byte of `bytes` needs escaping. Strings of up to sixteen bytes (most
+/// keys, ids and names) take one or two word tests.
+#[inline(always)]
+fn is_clean(bytes: &[u8]) -> bool {
+    let n = bytes.len();
+    if n < 8 {
+        return !needs_escape(short_word(bytes));
+    }
+    match (word_at(bytes, 0), word_at(bytes, n - 8)) {
+        (Some(first), Some(last)) if n <= 16 => !needs_escape(first) & !needs_escape(last),
+        _ => next_escape(bytes, 0).is_none(),
+    }
+}
+
 /// Writes `s` as a JSON string between `pre` and `post` (which carry the quotes and
 /// any punctuation around them).
-#[inline]
-fn write_str_wrapped<S: Sink + ?Sized>(out: &mut S, pre: &[u8], s: &str, post: &[u8]) {
+#[inline(always)]
+fn write_str_wrapped<S: Sink + ?Sized, const P: usize, const Q: usize>(
+    out: &mut S,
+    pre: &[u8; P],
+    s: &str,
+    post: &[u8; Q],
+) {
     let bytes = s.as_bytes();
-    let Some(mut at) = next_escape(bytes, 0) else {
+    if is_clean(bytes) {
         // Keys, ids, names and most texts: nothing to escape, one write.
         out.put_wrapped(pre, bytes, post);
-        return;
-    };
+    } else {
+        write_escaped(out, pre, bytes, post);
+    }
+}
+
+/// [`write_str_wrapped`] for a string with at least one byte to escape.
+#[inline(never)]
+fn write_escaped<S: Sink + ?Sized>(out: &mut S, pre: &[u8], bytes: &[u8], post: &[u8]) {
     out.put(pre);
     let mut start = 0;
-    loop {
+    while let Some(at) = next_escape(bytes, start) {
         out.put(&bytes[start..at]);
         if let Some(escape) = escape_of(bytes[at]) {
             out.put(escape);
         }
         start = at + 1;
-        match next_escape(bytes, start) {
-            Some(next) => at = next,
-            None => break,
-        }
     }
     out.put(&bytes[start..]);
     out.put(post);
@@ -896,6 +959,22 @@ mod tests {
         fn any_value_matches_serde_json(value in arb_value()) {
             let ours = to_vec(&value).expect("serializes");
             prop_assert_eq!(ours, serde_json::to_vec(&value).expect("serializes"));
+        }
+
+        #[test]
+        fn hash_sink_matches_blake3_of_the_bytes(
+            lens in proptest::collection::vec(prop_oneof![0usize..40, 0usize..70_000], 1..24)
+        ) {
+            // Pieces of every size, crossing the buffer's end at every kind of write.
+            let strings: Vec<String> = lens
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| char::from(b'a' + (i % 26) as u8).to_string().repeat(n))
+                .collect();
+            let mut sink = HashSink::default();
+            to_sink(&strings, &mut sink).expect("serializes");
+            let bytes = to_vec(&strings).expect("serializes");
+            prop_assert_eq!(sink.finalize(), blake3::hash(&bytes));
         }
 
         #[test]
