@@ -209,7 +209,10 @@ pub(crate) fn escape_attr(value: &str) -> String {
 /// Appends `value` to `out`, attribute-escaped.
 pub(crate) fn escape_attr_into(out: &mut String, value: &str) {
     let mut rest = value;
-    while let Some(at) = rest.find(['&', '"', '<', '>']) {
+    while let Some(at) = rest
+        .bytes()
+        .position(|b| matches!(b, b'&' | b'"' | b'<' | b'>'))
+    {
         out.push_str(&rest[..at]);
         out.push_str(match rest.as_bytes()[at] {
             b'&' => "&amp;",
@@ -281,11 +284,20 @@ pub(crate) fn assemble(
     candidates: Vec<Candidate<'_>>,
     counter: &dyn Counter,
 ) -> Result<Assembly, CompileError> {
-    // Candidates stay where they are; buckets hold and sort their indices.
-    let mut by_bucket: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    // Candidates stay where they are; buckets hold and sort their indices. Buckets are
+    // few, and candidates come in runs of one bucket.
+    let mut by_bucket: Vec<(&str, Vec<usize>)> = Vec::new();
     for (i, c) in candidates.iter().enumerate() {
-        by_bucket.entry(c.bucket).or_default().push(i);
+        match by_bucket
+            .iter_mut()
+            .rev()
+            .find(|(name, _)| *name == c.bucket)
+        {
+            Some((_, blocks)) => blocks.push(i),
+            None => by_bucket.push((c.bucket, vec![i])),
+        }
     }
+    by_bucket.sort_by(|a, b| a.0.cmp(b.0));
     let mut out = Assembly {
         blocks: Vec::with_capacity(candidates.len()),
         evidence: Vec::with_capacity(candidates.len()),
@@ -320,7 +332,11 @@ pub(crate) fn assemble(
     order.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.name.cmp(b.name)));
     let mut buf = KeyBuf::default();
     for plan in order {
-        let Some(mut blocks) = by_bucket.remove(plan.name) else {
+        let Some(mut blocks) = by_bucket
+            .iter_mut()
+            .find(|(name, _)| *name == plan.name)
+            .map(|(_, blocks)| std::mem::take(blocks))
+        else {
             continue;
         };
         sort_blocks(&candidates, &mut blocks);
@@ -345,16 +361,36 @@ pub(crate) fn assemble(
 /// Priority descending, then score descending, then id ascending; session turns newest
 /// first.
 fn sort_blocks(candidates: &[Candidate<'_>], blocks: &mut [usize]) {
-    blocks.sort_by(|&a, &b| match (candidates[a].turn, candidates[b].turn) {
-        (Some((ia, _)), Some((ib, _))) => ib.cmp(&ia),
-        _ => {
-            let (a, b) = (&candidates[a], &candidates[b]);
-            b.priority
-                .cmp(&a.priority)
-                .then(b.score.total_cmp(&a.score))
-                .then(a.id.cmp(&b.id))
-        }
+    // The sort keys side by side (the candidates are large), ids looked up on ties.
+    struct Key {
+        turn: Option<usize>,
+        priority: i64,
+        score: f64,
+        index: usize,
+    }
+    let mut keys: Vec<Key> = blocks
+        .iter()
+        .map(|&index| {
+            let c = &candidates[index];
+            Key {
+                turn: c.turn.map(|t| t.0),
+                priority: c.priority,
+                score: c.score,
+                index,
+            }
+        })
+        .collect();
+    keys.sort_by(|a, b| match (a.turn, b.turn) {
+        (Some(ia), Some(ib)) => ib.cmp(&ia),
+        _ => b
+            .priority
+            .cmp(&a.priority)
+            .then(b.score.total_cmp(&a.score))
+            .then_with(|| candidates[a.index].id.cmp(&candidates[b.index].id)),
     });
+    for (slot, key) in blocks.iter_mut().zip(keys) {
+        *slot = key.index;
+    }
 }
 
 struct Filled {

@@ -591,7 +591,7 @@ impl PreparedPack {
         // A turn's id is the BLAKE3 of its content as supplied; a repeated content
         // ("ok", "thanks") gets `#2`, `#3`, ... so that every id names one turn.
         let mut seen_turns: HashMap<blake3::Hash, usize, foldhash::fast::RandomState> =
-            HashMap::default();
+            HashMap::with_capacity_and_hasher(request.history.len(), Default::default());
         for (i, (t, hash)) in request.history.iter().zip(&turn_hashes).enumerate() {
             let n = seen_turns.entry(hash.hash).or_insert(0);
             *n += 1;
