@@ -4,13 +4,20 @@
 //! turn's id is the BLAKE3 of its content, so a compile must know the hash of several
 //! hundred kilobytes of caller text. Hosts send the same evidence again and again (a
 //! retrieval result, a session's history), and hashing it anew was a third of a warm
-//! compile. This memo maps a content, *compared in full*, to its BLAKE3: a lookup
-//! costs a fast non-cryptographic hash and one `memcmp`, an order of magnitude less
-//! than BLAKE3 of the same bytes.
+//! compile. This memo maps a content, *compared in full*, to its BLAKE3.
 //!
-//! Correctness never rests on the fast hash: a hit requires byte equality with the
-//! stored content, so a crafted collision of the fast hash only costs a miss. Like the
-//! token cache, the memo changes how fast a result comes, never the result.
+//! A lookup hashes a *sample* of the content (its length and three 32-byte windows:
+//! head, middle and tail; all of it when shorter) with a seeded fast hash, then
+//! compares the content in full with the few entries that share the sample: one
+//! `memcmp` in the usual case, several times cheaper than BLAKE3 of the same bytes.
+//!
+//! Correctness never rests on the sample: a hit requires byte equality with the stored
+//! content. Contents that share a sample share a slot of at most four entries; once a
+//! slot is full, further contents with that sample are simply not remembered (they
+//! are hashed every time, which is what a compile without the memo does), so crafted
+//! look-alike contents can cost their own memoisation but never more than four
+//! comparisons per lookup. Like the block cache, the memo changes how fast a result
+//! comes, never the result.
 //!
 //! It is bounded by the bytes of content it holds: when an insertion would exceed the
 //! bound it is cleared (no recency tracking, so a hit stays one lookup).
@@ -19,9 +26,16 @@
 //! turn ids share rather than format anew.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use foldhash::fast::RandomState;
+
+/// Contents remembered per sample, at most.
+const SLOT_ENTRIES: usize = 4;
+
+/// Bytes in each sampled window.
+const WINDOW: usize = 32;
 
 /// Content bytes held at most, by default (contents are stored once each).
 pub const DEFAULT_MEMO_BYTES: usize = 64 << 20;
@@ -48,7 +62,11 @@ impl ContentHash {
 /// Content → BLAKE3, bounded by total content bytes.
 #[derive(Debug)]
 pub struct HashMemo {
-    map: HashMap<Box<str>, ContentHash, RandomState>,
+    /// Sample hash → the contents with that sample and their hashes.
+    map: HashMap<u64, Vec<(Box<str>, ContentHash)>, RandomState>,
+    /// Seeds the sample hash.
+    sampler: RandomState,
+    entries: usize,
     bytes: usize,
     capacity_bytes: usize,
 }
@@ -64,42 +82,74 @@ impl HashMemo {
     pub fn with_capacity_bytes(capacity_bytes: usize) -> Self {
         HashMemo {
             map: HashMap::default(),
+            sampler: RandomState::default(),
+            entries: 0,
             bytes: 0,
             capacity_bytes,
         }
     }
 
+    /// The hash of `content`'s sample: its length and head, middle and tail windows.
+    fn sample(&self, content: &str) -> u64 {
+        let b = content.as_bytes();
+        if b.len() <= 3 * WINDOW {
+            return self.sampler.hash_one(b);
+        }
+        let mid = b.len() / 2 - WINDOW / 2;
+        let windows = (
+            b.len(),
+            b.get(..WINDOW),
+            b.get(mid..mid + WINDOW),
+            b.get(b.len() - WINDOW..),
+        );
+        self.sampler.hash_one(windows)
+    }
+
     /// The remembered hash of `content`.
     pub fn get(&self, content: &str) -> Option<ContentHash> {
-        self.map.get(content).cloned()
+        let slot = self.map.get(&self.sample(content))?;
+        slot.iter()
+            .find(|(known, _)| **known == *content)
+            .map(|(_, hash)| hash.clone())
     }
 
     /// Remembers `hash` as the BLAKE3 of `content`. Contents larger than the whole
-    /// bound are not kept.
+    /// bound are not kept, nor a fifth content with the sample of four others.
     pub fn insert(&mut self, content: &str, hash: ContentHash) {
-        if content.len() > self.capacity_bytes || self.map.contains_key(content) {
+        if content.len() > self.capacity_bytes {
             return;
+        }
+        let sample = self.sample(content);
+        if let Some(slot) = self.map.get(&sample) {
+            if slot.len() >= SLOT_ENTRIES || slot.iter().any(|(c, _)| **c == *content) {
+                return;
+            }
         }
         if self.bytes + content.len() > self.capacity_bytes {
             self.clear();
         }
         self.bytes += content.len();
-        self.map.insert(content.into(), hash);
+        self.entries += 1;
+        self.map
+            .entry(sample)
+            .or_default()
+            .push((content.into(), hash));
     }
 
     /// Forgets everything.
     pub fn clear(&mut self) {
         self.map.clear();
+        self.entries = 0;
         self.bytes = 0;
     }
 
     /// Number of contents remembered.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.entries
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.entries == 0
     }
 
     /// Bytes of content held.
@@ -169,6 +219,38 @@ mod tests {
             assert_eq!(got, want);
         }
         assert_eq!(memo.lock().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn look_alikes_are_compared_in_full_and_capped_per_sample() {
+        let mut memo = HashMemo::default();
+        // Same length, head, middle and tail: one sample, six different contents.
+        let look_alike = |i: usize| {
+            let mut s = "h".repeat(40) + &"x".repeat(200) + &"t".repeat(40);
+            s.replace_range(60 + i..61 + i, "y");
+            s
+        };
+        let contents: Vec<String> = (0..6).map(look_alike).collect();
+        assert!(contents
+            .windows(2)
+            .all(|w| memo.sample(&w[0]) == memo.sample(&w[1])));
+        for c in &contents {
+            memo.insert(c, ContentHash::of(c));
+        }
+        assert_eq!(memo.len(), SLOT_ENTRIES);
+        for c in &contents[..SLOT_ENTRIES] {
+            assert_eq!(memo.get(c), Some(ContentHash::of(c)));
+        }
+        // Not remembered, and never mistaken for a look-alike that is.
+        for c in &contents[SLOT_ENTRIES..] {
+            assert_eq!(memo.get(c), None);
+        }
+        let hashes = hash_all(
+            &std::sync::Mutex::new(memo),
+            contents.iter().map(String::as_str),
+        );
+        let want: Vec<_> = contents.iter().map(|c| ContentHash::of(c)).collect();
+        assert_eq!(hashes, want);
     }
 
     #[test]
