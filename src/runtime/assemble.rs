@@ -20,7 +20,7 @@
 //! all is dropped instead.
 //!
 //! Texts are built lazily. Every candidate has key material that determines its text
-//! (see [`super::cache`]; for lane blocks: the wrapper, the BLAKE3 of the raw content,
+//! (see `runtime::cache`; for lane blocks: the wrapper, the BLAKE3 of the raw content,
 //! which the ledger needs anyway, and the active redactors), so a block whose count is
 //! cached and that is then dropped is never redacted, escaped or copied, and a kept
 //! block whose text is cached is shared, not rebuilt. This is what keeps a warm compile

@@ -8,14 +8,16 @@
 //! [`PreparedPack::compile`] then runs the eight stages of `runtime.md`. It is pure and
 //! deterministic: no I/O, no clock, no randomness; the same inputs give the same bytes.
 //!
-//! # Token cache
+//! # Caches
 //!
-//! The prepared pack owns a [`TokenCache`] behind a `Mutex`, keyed by the BLAKE3 of each
-//! block's text, so evidence repeated across compiles is not re-tokenized. A cache hit
-//! returns exactly what counting would, so the cache changes speed, never output. The
-//! lock is taken per lookup, never across tokenization, so concurrent compiles of one
-//! prepared pack (it is `Send + Sync`) only contend for hash-map operations. The only
-//! process-wide state is the lazily built BPE encoders in [`crate::tokens`].
+//! The prepared pack owns a block cache (`runtime::cache`: token counts and kept texts by key
+//! material that determines each text) and a content-hash memo ([`memo`]: the BLAKE3
+//! of caller contents), each behind a `Mutex`, so evidence repeated across compiles is
+//! neither re-tokenized, re-hashed nor rebuilt. A hit returns exactly what computing
+//! would, so the caches change speed, never output. Locks are taken per lookup, never
+//! across tokenization or hashing, so concurrent compiles of one prepared pack (it is
+//! `Send + Sync`) only contend for hash-map operations. The only process-wide state is
+//! the lazily built BPE encoders in [`crate::tokens`].
 //!
 //! # Decisions beyond the spec
 //!
@@ -242,7 +244,7 @@ impl PreparedPack {
             .clear();
     }
 
-    /// `(hits, misses)` of the token cache since the pack was prepared.
+    /// `(hits, misses)` of the block cache (token counts) since the pack was prepared.
     pub fn token_cache_stats(&self) -> (u64, u64) {
         self.cache
             .lock()
