@@ -332,13 +332,10 @@ pub(crate) fn assemble(
     order.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.name.cmp(b.name)));
     let mut buf = KeyBuf::default();
     for plan in order {
-        let Some(mut blocks) = by_bucket
-            .iter_mut()
-            .find(|(name, _)| *name == plan.name)
-            .map(|(_, blocks)| std::mem::take(blocks))
-        else {
+        let Some(at) = by_bucket.iter().position(|(name, _)| *name == plan.name) else {
             continue;
         };
+        let (_, mut blocks) = by_bucket.swap_remove(at);
         sort_blocks(&candidates, &mut blocks);
         let blocks = blocks.iter().map(|&i| &candidates[i]);
         let filled = fill(plan, blocks, counter, &mut buf, &mut out.evidence)?;
