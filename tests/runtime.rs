@@ -1501,6 +1501,40 @@ fn cached_counts_follow_the_active_redactors() {
 }
 
 #[test]
+fn a_warm_compile_shares_kept_texts_and_changes_no_byte() {
+    let prepared = PreparedPack::new(pack()).unwrap();
+    // Freshly decoded inputs each time, as a host would send them.
+    let cold = prepared
+        .compile(&inputs_with(|_, _, _, _| {}).unwrap())
+        .unwrap();
+    let warm = prepared
+        .compile(&inputs_with(|_, _, _, _| {}).unwrap())
+        .unwrap();
+    assert_eq!(cold.canonical_bytes(), warm.canonical_bytes());
+    let lanes = |cc: &CompiledContext| -> Vec<std::sync::Arc<str>> {
+        cc.compiled_prompt
+            .context_blocks
+            .iter()
+            .filter(|b| matches!(b.source, BlockSource::Evidence | BlockSource::Memory))
+            .map(|b| b.text.clone())
+            .collect()
+    };
+    let (cold_lanes, warm_lanes) = (lanes(&cold), lanes(&warm));
+    assert!(!warm_lanes.is_empty());
+    // The second compile took each kept lane text from the cache: the same allocation.
+    for (a, b) in cold_lanes.iter().zip(&warm_lanes) {
+        assert!(std::sync::Arc::ptr_eq(a, b), "{a}");
+    }
+    // A prepared pack with empty caches builds the same bytes again.
+    prepared.clear_token_cache();
+    let again = prepared
+        .compile(&inputs_with(|_, _, _, _| {}).unwrap())
+        .unwrap();
+    assert_eq!(again.canonical_bytes(), cold.canonical_bytes());
+    assert!(!std::sync::Arc::ptr_eq(&lanes(&again)[0], &cold_lanes[0]));
+}
+
+#[test]
 fn direct_serialization_is_canonical() {
     for cc in [
         ok(),
