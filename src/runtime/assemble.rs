@@ -270,9 +270,8 @@ pub(crate) struct Assembly {
 
 /// A declared bucket: name, priority, overflow and allocation.
 pub(crate) struct BucketPlan<'a> {
-    pub name: &'a str,
-    /// The name again, shared by the blocks kept in the bucket.
-    pub shared: &'a Arc<str>,
+    /// Shared by the blocks kept in the bucket.
+    pub name: &'a Arc<str>,
     pub priority: i64,
     pub overflow: Overflow,
     pub allocation: u64,
@@ -304,14 +303,14 @@ pub(crate) fn assemble(
         ..Assembly::default()
     };
     for b in buckets {
-        out.truncations.insert(b.name.to_owned(), false);
-        out.dropped.insert(b.name.to_owned(), Vec::new());
-        out.used.insert(b.name.to_owned(), 0);
+        out.truncations.insert(b.name.to_string(), false);
+        out.dropped.insert(b.name.to_string(), Vec::new());
+        out.used.insert(b.name.to_string(), 0);
     }
 
     // Blocks routed to a bucket the budget does not declare can never be rendered.
     for (name, blocks) in &by_bucket {
-        if buckets.iter().any(|b| b.name == *name) {
+        if buckets.iter().any(|b| &**b.name == *name) {
             continue;
         }
         out.warnings.push(format!(
@@ -332,7 +331,7 @@ pub(crate) fn assemble(
     order.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.name.cmp(b.name)));
     let mut buf = KeyBuf::default();
     for plan in order {
-        let Some(at) = by_bucket.iter().position(|(name, _)| *name == plan.name) else {
+        let Some(at) = by_bucket.iter().position(|(name, _)| *name == &**plan.name) else {
             continue;
         };
         let (_, mut blocks) = by_bucket.swap_remove(at);
@@ -344,12 +343,12 @@ pub(crate) fn assemble(
             // Session turns fill newest first but render in chronological order.
             kept.sort_by_key(|k| k.0);
         }
-        out.used.insert(plan.name.to_owned(), filled.used);
+        out.used.insert(plan.name.to_string(), filled.used);
         out.truncations.insert(
-            plan.name.to_owned(),
+            plan.name.to_string(),
             filled.truncated || !filled.dropped.is_empty(),
         );
-        out.dropped.insert(plan.name.to_owned(), filled.dropped);
+        out.dropped.insert(plan.name.to_string(), filled.dropped);
         out.blocks.extend(kept.into_iter().map(|(_, block)| block));
     }
     Ok(out)
@@ -460,7 +459,7 @@ fn fill<'c, 'a: 'c>(
         match plan.overflow {
             Overflow::Error => {
                 return Err(CompileError::OverflowError {
-                    bucket: plan.name.to_owned(),
+                    bucket: plan.name.to_string(),
                     block: c.id.to_string(),
                     tokens,
                     remaining,
@@ -504,7 +503,7 @@ fn block(
 ) -> ContextBlock {
     ContextBlock {
         id: Arc::clone(&c.id),
-        bucket: Arc::clone(plan.shared),
+        bucket: Arc::clone(plan.name),
         source: c.source,
         // A turn's origin is its index, written out only for the turns that are kept.
         origin: match (&c.origin, c.turn) {
@@ -630,10 +629,9 @@ mod tests {
 
     fn plan(name: &'static str, overflow: Overflow, allocation: u64) -> BucketPlan<'static> {
         // Leaked once per test plan: a test's few bytes.
-        let shared: &'static Arc<str> = Box::leak(Box::new(Arc::from(name)));
+        let name: &'static Arc<str> = Box::leak(Box::new(Arc::from(name)));
         BucketPlan {
             name,
-            shared,
             priority: 0,
             overflow,
             allocation,

@@ -71,13 +71,11 @@ pub struct PreparedPack {
     redactors: BTreeMap<String, (String, Regex)>,
     schema: SchemaNode,
     bucket_names: Vec<String>,
-    /// Schemas, descriptions, kinds and block texts of every tool, by tool index; the
+    /// Schemas, descriptions, kinds and counted block texts of every tool, by tool index; the
     /// first three are shared with every manifest.
     tools: Vec<tools::PreparedTool>,
     /// The manifest form of every policy's effects, by policy index.
     policy_effects: Vec<Arc<[Value]>>,
-    /// Counts of the tools' block texts for the pack's tokenizer, by tool index.
-    tool_counts: Vec<usize>,
     /// Blocks without interpolation, by block index: their text and its count for
     /// the pack's tokenizer.
     static_blocks: Vec<Option<StaticText>>,
@@ -154,19 +152,14 @@ impl PreparedPack {
             })?;
             redactors.insert(r.name.clone(), (r.pattern.clone(), re));
         }
+        let kind = budget.tokenizer;
         let tools: Vec<tools::PreparedTool> = artifact
             .tools
             .iter()
-            .map(tools::PreparedTool::new)
+            .map(|t| tools::PreparedTool::new(t, kind))
             .collect();
-        let kind = budget.tokenizer;
-        let tool_counts = tools.iter().map(|t| tokens::count(kind, &t.text)).collect();
         let static_text = |t: &crate::artifact::Template| {
-            template::is_static(t).then(|| {
-                let text: Arc<str> = Arc::from(render_static(t));
-                let tokens = tokens::count(kind, &text);
-                StaticText { text, tokens }
-            })
+            template::is_static(t).then(|| StaticText::new(render_static(t), kind))
         };
         let static_blocks = artifact
             .blocks
@@ -213,7 +206,6 @@ impl PreparedPack {
             redactors,
             schema,
             bucket_names,
-            tool_counts,
             static_blocks,
             static_instructs,
             bucket_shared,
@@ -515,9 +507,7 @@ impl PreparedPack {
                 ));
             }
         }
-        for ((entry, prepared), &tokens) in
-            tool_manifest.iter().zip(&self.tools).zip(&self.tool_counts)
-        {
+        for (entry, prepared) in tool_manifest.iter().zip(&self.tools) {
             if entry.surfaced {
                 candidates.push(trusted(
                     Arc::clone(&prepared.name),
@@ -525,8 +515,8 @@ impl PreparedPack {
                     BlockSource::Tool,
                     &prepared.name,
                     0,
-                    Cow::Borrowed(&prepared.text),
-                    Some((&prepared.text, pack_kind.then_some(tokens))),
+                    Cow::Borrowed(&prepared.block.text),
+                    Some(shared(&prepared.block)),
                 ));
             }
         }
@@ -627,9 +617,8 @@ impl PreparedPack {
             .buckets
             .iter()
             .zip(&self.bucket_shared)
-            .map(|(b, shared)| BucketPlan {
-                name: &b.name,
-                shared,
+            .map(|(b, name)| BucketPlan {
+                name,
                 priority: b.priority,
                 overflow: b.overflow,
                 allocation: allocations.get(&b.name).copied().unwrap_or(0),
@@ -808,10 +797,20 @@ fn trusted<'a>(
 
 /// A text without interpolation, rendered and counted once by the prepared pack.
 #[derive(Debug)]
-struct StaticText {
-    text: Arc<str>,
+pub(crate) struct StaticText {
+    pub text: Arc<str>,
     /// For the pack's tokenizer.
-    tokens: usize,
+    pub tokens: usize,
+}
+
+impl StaticText {
+    fn new(text: String, kind: Tokenizer) -> StaticText {
+        let tokens = tokens::count(kind, &text);
+        StaticText {
+            text: Arc::from(text),
+            tokens,
+        }
+    }
 }
 
 /// Token counting for one compile: the pack's caches, the compile's tokenizer and its

@@ -31,6 +31,8 @@ use crate::artifact::{Approval, Artifact, Effect, Intent};
 
 use super::inputs::RunContext;
 use super::policy::PolicyResult;
+use super::StaticText;
+use crate::tokens::Tokenizer;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolManifestEntry {
@@ -64,22 +66,26 @@ pub(crate) struct PreparedTool {
     pub json_schema: Arc<Value>,
     pub description: Arc<str>,
     pub kind: Arc<str>,
-    /// The `tools` block text: `NAME: DESCRIPTION`, or `NAME` without a description.
-    pub text: Arc<str>,
+    /// The `tools` block text, `NAME: DESCRIPTION` (or `NAME` without a description),
+    /// counted with the pack's tokenizer.
+    pub block: StaticText,
 }
 
 impl PreparedTool {
-    pub fn new(tool: &crate::artifact::Tool) -> PreparedTool {
+    pub fn new(tool: &crate::artifact::Tool, kind: Tokenizer) -> PreparedTool {
         PreparedTool {
             name: Arc::from(tool.name.as_str()),
             json_schema: Arc::new(tool.input.clone()),
             description: Arc::from(tool.description.as_str()),
             kind: Arc::from(tool.kind.as_str()),
-            text: if tool.description.is_empty() {
-                Arc::from(tool.name.as_str())
-            } else {
-                Arc::from(format!("{}: {}", tool.name, tool.description))
-            },
+            block: StaticText::new(
+                if tool.description.is_empty() {
+                    tool.name.clone()
+                } else {
+                    format!("{}: {}", tool.name, tool.description)
+                },
+                kind,
+            ),
         }
     }
 }
