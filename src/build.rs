@@ -71,10 +71,7 @@ pub struct Built {
 }
 
 fn read_source(path: &Path) -> Result<String, BuildError> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| BuildError::Unreadable(format!("cannot read `{}`: {e}", path.display())))?;
-    String::from_utf8(bytes)
-        .map_err(|_| BuildError::Unreadable(format!("`{}` is not valid UTF-8", path.display())))
+    crate::source::read(path).map_err(BuildError::Unreadable)
 }
 
 /// Checks and lowers the pack at `path`, resolving imports per `options`.

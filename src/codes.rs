@@ -239,7 +239,8 @@ intent refund {
         title: "missing required item",
         what: r#"An application pack (one not marked `library`) lacks something the
 runtime needs: the `prompt system`, the `budget`, at least one intent, or
-an intent's `task`."#,
+an intent's `task`. A file that is empty, or holds only comments, lacks
+the `pack` header itself: it is reported at its start."#,
         why: r#"The runtime cannot compile a context without a system prompt, a budget
 to split and an intent to route to. Reporting it at check time keeps the
 failure out of production runs."#,
@@ -632,6 +633,33 @@ intent account {
   safety reviewed
   tools lookup_order
   task "Help with account questions."
+}"#,
+    },
+    CodeInfo {
+        code: "E0404",
+        severity: Severity::Error,
+        title: "tool name too long for the providers",
+        what: r#"A tool's name is longer than 64 characters. Provider APIs take tool names
+of 1 to 64 characters from `[a-zA-Z0-9_-]`: OpenAI's `function.name` and
+Anthropic's tool `name` alike. ctxpack names already use only those
+characters, so the length is what can break."#,
+        why: r#"The pack would check and build, and then every request that surfaces the
+tool would be rejected by the provider (HTTP 400) at run time. Tool names
+are sent as they are declared, so the limit is the pack's to keep."#,
+        example: r#"tool look_up_the_customer_order_by_its_identifier_in_the_order_system_x {
+  description "Fetch an order by its id."
+  kind read
+  risk low
+  approval auto
+}"#,
+        fix: r#"Give the tool a shorter name (at most 64 characters) and put the detail
+in its description, which the model reads too.
+
+tool lookup_order {
+  description "Look the customer's order up in the order system."
+  kind read
+  risk low
+  approval auto
 }"#,
     },
     // ── Errors: budget ───────────────────────────────────────────────────
@@ -1161,6 +1189,7 @@ mod tests {
         ("E0401", Severity::Error),
         ("E0402", Severity::Error),
         ("E0403", Severity::Error),
+        ("E0404", Severity::Error),
         ("W0401", Severity::Warning),
         ("W0402", Severity::Warning),
         ("W0403", Severity::Warning),

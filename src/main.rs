@@ -46,9 +46,11 @@ enum Command {
     Verify(VerifyArgs),
     /// Compile a pinned artifact plus one request's inputs into a compiled context.
     ///
-    /// Exit codes: 0 compiled (even when the pack says to refuse: that is a control
-    /// for the host), 2 usage, 3 unreadable input, 4 invalid input, 5 refused by the
-    /// pack (policy_eval_error, budget_exhausted, overflow error).
+    /// Exit codes: 0 compiled (with `--target raw`, even when the pack says to refuse:
+    /// the envelope is a control for the host), 2 usage, 3 unreadable input, 4 invalid
+    /// input, 5 refused by the pack (policy_eval_error, budget_exhausted, overflow
+    /// error, or `refused`: a provider target was asked for and the pack refused, so no
+    /// body is printed).
     Compile(CompileArgs),
     /// Run the `*.tests.yaml` cases beside packs and report `N passed, N failed`.
     ///

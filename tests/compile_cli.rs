@@ -239,6 +239,123 @@ fn compile_exit_5_when_the_pack_refuses() {
 }
 
 #[test]
+fn compile_refuses_to_print_a_provider_body_for_a_refused_request() {
+    let f = Fixture::new();
+    let mut request: Value =
+        serde_json::from_slice(&std::fs::read(f.path("request.json")).unwrap()).unwrap();
+    request["channel"] = json!("voice");
+    request["context"]["user"]["age"] = json!(15);
+    write_json(f.dir.path(), "minor.json", &request);
+    for target in ["openai", "anthropic"] {
+        let o = f.compile(&["--request", "minor.json", "--target", target]);
+        assert_eq!(o.status.code(), Some(5), "{target}");
+        assert!(o.stdout.is_empty(), "{target}: a body was printed");
+        let e = json_error(&o);
+        assert_eq!(e["kind"], "refused");
+        assert_eq!(
+            e["refusal_reason"], "We cannot serve minors over the phone.",
+            "{e}"
+        );
+        // Without --json-errors: a message, still no body.
+        let o = ctxpack()
+            .current_dir(f.dir.path())
+            .args(["compile", "--pack", "pack.json", "--run", "run.json"])
+            .args(["--request", "minor.json", "--target", target])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(5));
+        assert!(o.stdout.is_empty());
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            stderr.contains("refused") && stderr.contains("minors"),
+            "{stderr}"
+        );
+    }
+    // The raw envelope is still a control for the host.
+    let o = f.compile(&["--request", "minor.json", "--target", "raw"]);
+    assert_eq!(o.status.code(), Some(0));
+}
+
+#[test]
+fn compile_controls_file_carries_the_runtime_controls() {
+    let f = Fixture::new();
+    let mut request: Value =
+        serde_json::from_slice(&std::fs::read(f.path("request.json")).unwrap()).unwrap();
+    request["context"]["order"]["total"] = json!(900.0);
+    write_json(f.dir.path(), "large.json", &request);
+    // An approval gate: the body is printed and the controls say which gate.
+    let o = f.compile(&[
+        "--request",
+        "large.json",
+        "--target",
+        "openai",
+        "--controls",
+        "controls.json",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let body: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(body["messages"].is_array());
+    let controls: Value =
+        serde_json::from_slice(&std::fs::read(f.path("controls.json")).unwrap()).unwrap();
+    assert_eq!(controls["approval_gates_active"], json!(["issue_refund"]));
+    assert_eq!(controls["must_refuse"], false);
+    // A refusal: no body, exit 5, and the controls are written all the same.
+    request["channel"] = json!("voice");
+    request["context"]["user"]["age"] = json!(15);
+    write_json(f.dir.path(), "minor.json", &request);
+    let o = f.compile(&[
+        "--request",
+        "minor.json",
+        "--target",
+        "anthropic",
+        "--controls",
+        "refused.json",
+    ]);
+    assert_eq!(o.status.code(), Some(5));
+    let controls: Value =
+        serde_json::from_slice(&std::fs::read(f.path("refused.json")).unwrap()).unwrap();
+    assert_eq!(controls["must_refuse"], true);
+    assert_eq!(
+        controls["refusal_reason"],
+        "We cannot serve minors over the phone."
+    );
+    // An unwritable controls file is exit 3.
+    let o = f.compile(&["--controls", "no/such/dir/controls.json"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(json_error(&o)["kind"], "unwritable_output");
+}
+
+#[test]
+fn compile_refuses_empty_message_and_turns() {
+    let f = Fixture::new();
+    let request: Value =
+        serde_json::from_slice(&std::fs::read(f.path("request.json")).unwrap()).unwrap();
+    for (patch, path) in [
+        (json!({"message": ""}), "request.message: empty"),
+        (
+            json!({"history": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": ""}]}),
+            "request.history[2].content: empty",
+        ),
+    ] {
+        let mut r = request.clone();
+        for (k, v) in patch.as_object().unwrap() {
+            r[k] = v.clone();
+        }
+        write_json(f.dir.path(), "empty.json", &r);
+        let o = f.compile(&["--request", "empty.json", "--target", "anthropic"]);
+        assert_eq!(o.status.code(), Some(4));
+        let e = json_error(&o);
+        assert_eq!(e["kind"], "invalid_input");
+        assert_eq!(e["message"], path);
+    }
+}
+
+#[test]
 fn compile_without_json_errors_prints_a_message() {
     let f = Fixture::new();
     let o = ctxpack()

@@ -358,9 +358,12 @@ fn blocks_ids_sources_and_order() {
     assert_eq!(ids[6].0, "session");
     assert!(ids[6].1.starts_with("blake3:"));
     let tool = &cc.compiled_prompt.context_blocks[0];
-    assert_eq!(
-        &*tool.text,
-        "issue_refund: Refund an order, up to its total."
+    assert!(
+        tool.text.starts_with(
+            "issue_refund: Refund an order, up to its total.\n{\"additionalProperties\":false,"
+        ),
+        "{}",
+        tool.text
     );
     let session: Vec<&ContextBlock> = cc
         .compiled_prompt
@@ -1208,25 +1211,25 @@ fn snapshot_envelope() {
 
 #[test]
 fn snapshot_openai() {
-    insta::assert_json_snapshot!("openai", render::openai(&ok(), Some("gpt-4o")));
+    insta::assert_json_snapshot!("openai", render::openai(&ok(), Some("gpt-4o")).unwrap());
 }
 
 #[test]
 fn snapshot_anthropic() {
-    insta::assert_json_snapshot!("anthropic", render::anthropic(&ok(), None, 1024));
+    insta::assert_json_snapshot!("anthropic", render::anthropic(&ok(), None, 1024).unwrap());
 }
 
 #[test]
 fn renders_keep_untrusted_text_out_of_system() {
     let cc = ok();
-    let body = render::anthropic(&cc, None, 512);
+    let body = render::anthropic(&cc, None, 512).unwrap();
     let system = body["system"].as_str().unwrap();
     assert!(!system.contains("<evidence") && !system.contains("<memory"));
     let msgs = body["messages"].as_array().unwrap();
     let last = msgs.last().unwrap()["content"].as_str().unwrap();
     assert!(last.starts_with("<evidence id=\"kb-17\""));
     assert!(last.ends_with("I want my money back"));
-    let body = render::openai(&cc, None);
+    let body = render::openai(&cc, None).unwrap();
     assert!(body.get("model").is_none());
     assert_eq!(body["tools"].as_array().unwrap().len(), 2);
 }
@@ -1252,16 +1255,150 @@ fn repeated_turns_get_distinct_ids() {
 }
 
 #[test]
-fn provider_tools_keep_descriptions_when_the_tools_bucket_is_full() {
+fn provider_bodies_send_only_the_tools_the_budget_kept() {
+    // The `tools` bucket counts what a tool's definition costs in a provider body; a
+    // tool whose block did not fit is not sent, so the body stays within the budget.
     let cc = compile_with(pack(), |r, _, _, _| {
         r["budget"] = json!({"bucket_tokens": {"tools": 0}})
     })
     .unwrap();
     assert_eq!(cc.budget_report.dropped_block_ids["tools"].len(), 2);
-    let body = render::openai(&cc, None);
+    assert!(cc.manifests.tool_manifest.iter().any(|t| t.surfaced));
+    let body = render::openai(&cc, None).unwrap();
+    assert!(body.get("tools").is_none(), "{body}");
+    let body = render::anthropic(&cc, None, 64).unwrap();
+    assert!(body.get("tools").is_none(), "{body}");
+}
+
+#[test]
+fn provider_bodies_send_each_tool_once_and_the_bucket_counts_its_definition() {
+    let cc = ok();
+    let tools: Vec<&ctxpack::runtime::ContextBlock> = cc
+        .compiled_prompt
+        .context_blocks
+        .iter()
+        .filter(|b| &*b.bucket == "tools")
+        .collect();
+    assert_eq!(tools.len(), 2);
+    for block in &tools {
+        let entry = cc
+            .manifests
+            .tool_manifest
+            .iter()
+            .find(|t| t.name == block.id)
+            .unwrap();
+        // The block is the definition: name, description and the serialized schema,
+        // and its count is of exactly that text.
+        let schema =
+            String::from_utf8(ctxpack::artifact::canonical_bytes(&entry.json_schema)).unwrap();
+        assert!(
+            block.text.starts_with(&format!("{}: ", entry.name)),
+            "{}",
+            block.text
+        );
+        assert!(block.text.ends_with(schema.trim_end()), "{}", block.text);
+        assert_eq!(
+            block.tokens as usize,
+            ctxpack::tokens::count(ctxpack::tokens::Tokenizer::O200k, &block.text)
+        );
+    }
+    let openai = render::openai(&cc, None).unwrap();
+    let anthropic = render::anthropic(&cc, None, 64).unwrap();
+    for (body, system) in [
+        (&openai, openai["messages"][1]["content"].as_str().unwrap()),
+        (&anthropic, anthropic["system"].as_str().unwrap()),
+    ] {
+        assert_eq!(body["tools"].as_array().unwrap().len(), 2);
+        for block in &tools {
+            assert!(!system.contains(&*block.text), "{system}");
+            assert!(!system.contains(&format!("{}:", block.id)), "{system}");
+        }
+    }
+}
+
+#[test]
+fn a_refused_compile_has_no_provider_body() {
+    let cc = compile_with(pack(), |_, q, _, _| {
+        q["channel"] = json!("voice");
+        q["context"]["user"]["age"] = json!(16);
+    })
+    .unwrap();
+    assert!(cc.runtime_controls.must_refuse);
+    let reason = cc.runtime_controls.refusal_reason.clone().unwrap();
+    let refused = render::openai(&cc, Some("gpt-4o")).unwrap_err();
+    assert_eq!(refused.reason, reason);
+    assert_eq!(render::anthropic(&cc, None, 64).unwrap_err(), refused);
+    assert!(refused.to_string().contains(&reason));
+}
+
+#[test]
+fn redaction_covers_every_text_the_model_receives() {
+    // The message, history turns, evidence and the caller's values interpolated into
+    // templates; the ledger keeps the hash of the content as supplied.
+    let mut a = pack();
+    a.prompts
+        .as_mut()
+        .unwrap()
+        .system
+        .parts
+        .push(TemplatePart::Path {
+            path: "request.message".into(),
+            default: None,
+        });
+    let card = "card 4111 1111 1111 1111";
+    let compiled = |a: &Artifact, redact: bool| {
+        let mut a = a.clone();
+        if redact {
+            a.redactors.push(Redactor {
+                name: "card".into(),
+                pattern: r"\b(?:\d[ -]?){13,16}\b".into(),
+                provenance: a
+                    .redactors
+                    .first()
+                    .map(|r| r.provenance.clone())
+                    .unwrap_or_default(),
+                doc: None,
+            });
+            a.policies.push(Policy {
+                name: "cards".into(),
+                priority: 0,
+                enforcing: true,
+                when: json!(true),
+                effects: vec![Effect::Redact(vec!["card".into()])],
+                bundle: a.name.clone() + "@" + &a.version,
+                doc: None,
+            });
+        }
+        compile_with(a, |_, q, e, _| {
+            q["message"] = json!(format!("my {card}"));
+            q["history"] =
+                json!([{"role": "user", "content": card}, {"role": "assistant", "content": "ok"}]);
+            e[0]["content"] = json!(card);
+        })
+        .unwrap()
+    };
+    let plain = compiled(&a, false);
+    assert!(plain.compiled_prompt.message.contains("4111"));
+    let cc = compiled(&a, true);
+    assert_eq!(cc.compiled_prompt.message, "my card [REDACTED:card]");
+    assert!(
+        cc.compiled_prompt
+            .system
+            .ends_with("my card [REDACTED:card]"),
+        "{}",
+        cc.compiled_prompt.system
+    );
+    let raw = String::from_utf8(cc.canonical_bytes()).unwrap();
+    let openai = render::openai(&cc, None).unwrap().to_string();
+    let anthropic = render::anthropic(&cc, None, 64).unwrap().to_string();
+    for text in [&raw, &openai, &anthropic] {
+        assert!(!text.contains("4111"), "{text}");
+        assert!(text.contains("[REDACTED:card]"));
+    }
+    // The ledger hashes what was supplied: same evidence hash with or without redaction.
     assert_eq!(
-        body["tools"][0]["function"]["description"],
-        "Refund an order, up to its total."
+        cc.context_ledger.evidence[0].blake3,
+        plain.context_ledger.evidence[0].blake3
     );
 }
 
@@ -1308,6 +1445,7 @@ mod cli {
             registry: None,
             model: None,
             max_tokens: 1024,
+            controls: None,
         };
         (dir, args)
     }
@@ -1430,6 +1568,7 @@ cases:
         write(dir.path(), "packs/support.tests.yaml", yaml.as_bytes());
         let args = TestArgs {
             paths: vec![dir.path().to_path_buf()],
+            json_errors: false,
         };
         let report = pack_test::execute(&args, &|_| Err("no sources".into()));
         let out = &report.stdout;

@@ -252,3 +252,68 @@ fn kept_len(cc: &CompiledContext) -> usize {
         .filter(|b| &*b.bucket == "session")
         .count()
 }
+
+/// The inputs of `c` with `run.budget.bucket_tokens` set to `pins`.
+fn pinned_inputs(c: &Case, pins: &BTreeMap<String, u64>) -> CompileInputs {
+    let mut inputs = inputs(c);
+    let budget = inputs.run.budget.get_or_insert_with(Default::default);
+    budget.bucket_tokens = Some(pins.clone());
+    inputs
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A pin moves only its own bucket: the others keep the allotment they have without
+    /// it, unless the pins leave too little; then they shrink in proportion, never
+    /// below their minimum nor above their unpinned allotment, and use all that is left.
+    #[test]
+    fn pins_move_only_their_bucket(c in case(), picks in proptest::collection::vec((any::<bool>(), 0.0f64..1.2), NAMES.len())) {
+        let pack = PreparedPack::new(artifact(&c)).expect("generated packs are valid");
+        let Ok(free) = pack.compile(&inputs(&c)) else { return Ok(()) };
+        let available = free.budget_report.available;
+        let mut pins = BTreeMap::new();
+        for (&(i, ..), &(pin, fraction)) in c.buckets.iter().zip(&picks) {
+            if pin {
+                pins.insert(NAMES[i].to_owned(), (available as f64 * fraction / 3.0) as u64);
+            }
+        }
+        let pinned_sum: u64 = pins.values().sum();
+        let cc = match pack.compile(&pinned_inputs(&c, &pins)) {
+            Ok(cc) => cc,
+            Err(e) => {
+                // Pins over `available` are invalid input; pins that leave less than
+                // the other buckets' minimums exhaust the budget; `error` buckets may
+                // overflow with their new sizes.
+                prop_assert!(
+                    (e.kind() == "invalid_input" && pinned_sum > available)
+                        || matches!(e.kind(), "budget_exhausted" | "overflow_error"),
+                    "{e}"
+                );
+                return Ok(());
+            }
+        };
+        prop_assert!(pinned_sum <= available);
+        let (base, got) = (&free.budget_report.allocations, &cc.budget_report.allocations);
+        prop_assert!(got.values().sum::<u64>() <= available);
+        for (name, pin) in &pins {
+            prop_assert_eq!(got[name], *pin);
+        }
+        let left = available - pinned_sum;
+        let unpinned: Vec<&String> = base.keys().filter(|n| !pins.contains_key(*n)).collect();
+        let wanted: u64 = unpinned.iter().map(|n| base[*n]).sum();
+        if wanted <= left {
+            for n in &unpinned {
+                prop_assert_eq!(got[*n], base[*n], "{} moved", n);
+            }
+        } else {
+            prop_assert_eq!(unpinned.iter().map(|n| got[*n]).sum::<u64>(), left);
+            for &(i, _, _, min, _) in &c.buckets {
+                let n = NAMES[i].to_owned();
+                if !pins.contains_key(&n) {
+                    prop_assert!(got[&n] <= base[&n] && got[&n] >= min, "{}: {} of {} (min {})", n, got[&n], base[&n], min);
+                }
+            }
+        }
+    }
+}

@@ -34,6 +34,15 @@ impl ArtifactError {
             _ => 4,
         }
     }
+
+    /// The stable name of this failure, as `--json-errors` reports it:
+    /// `unparseable_input` (not JSON, exit 3) or `invalid_artifact` (exit 4).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ArtifactError::Json(_) => "unparseable_input",
+            _ => "invalid_artifact",
+        }
+    }
 }
 
 impl Artifact {

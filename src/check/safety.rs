@@ -1,12 +1,17 @@
 //! Tools against safety: approval ceilings (E0401, the core safety check), risk vs
-//! approval (E0402), prohibited tools (E0403), unused and undescribed tools (W0401,
-//! W0402) and approval raises that an intent cannot honor (W0403).
+//! approval (E0402), prohibited tools (E0403), names the providers refuse (E0404),
+//! unused and undescribed tools (W0401, W0402) and approval raises that an intent
+//! cannot honor (W0403).
 
 use std::collections::{HashMap, HashSet};
 
 use crate::artifact::Approval;
 use crate::diagnostic::Diagnostic;
 use crate::ir::{EffectIr, Pack};
+
+/// The longest tool name both providers accept (OpenAI's `function.name` and
+/// Anthropic's tool `name`: `^[a-zA-Z0-9_-]{1,64}$`).
+pub const MAX_TOOL_NAME: usize = 64;
 
 pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
     let prohibited: HashSet<&str> = pack.prohibitions.iter().map(|p| p.name.as_str()).collect();
@@ -112,6 +117,21 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
                     )),
                 );
             }
+        }
+        if tool.name.chars().count() > MAX_TOOL_NAME {
+            diags.push(
+                Diagnostic::new(
+                    "E0404",
+                    tool.name_span,
+                    format!(
+                        "tool name `{}` is {} characters long; providers accept at most {MAX_TOOL_NAME}",
+                        tool.name,
+                        tool.name.chars().count()
+                    ),
+                )
+                .with_label(format!("longer than {MAX_TOOL_NAME} characters"))
+                .with_help("OpenAI and Anthropic take tool names of 1 to 64 characters: shorten the name and put the detail in the description"),
+            );
         }
         if tool
             .description

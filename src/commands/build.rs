@@ -3,8 +3,9 @@
 use std::path::PathBuf;
 
 use super::exit;
+use super::CliError;
 use crate::build::{build_file, BuildError, BuildOptions};
-use crate::diagnostic;
+use crate::diagnostic::{self, FileReport};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct BuildArgs {
@@ -22,36 +23,53 @@ pub struct BuildArgs {
     /// Refuse to create or change `ctxpack.lock` (for CI).
     #[arg(long)]
     pub locked: bool,
+    /// Print failures as one JSON object on stderr.
+    #[arg(long)]
+    pub json_errors: bool,
 }
 
 pub fn run(args: &BuildArgs) -> i32 {
+    match execute(args) {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            if !args.json_errors {
+                if let Some(report) = &e.1 {
+                    eprint!("{}", diagnostic::to_human(report, super::stderr_color()));
+                }
+            }
+            e.0.report(args.json_errors);
+            if !args.json_errors && e.0.kind == "lock_would_change" {
+                eprintln!("help: run `ctxpack build` without `--locked` to update the lockfile, and commit it");
+            }
+            e.0.exit_code
+        }
+    }
+}
+
+/// A build failure, with the check report to show people when there is one.
+type Failure = Box<(CliError, Option<FileReport>)>;
+
+fn execute(args: &BuildArgs) -> Result<(), Failure> {
     let options = BuildOptions {
         registry: args.registry.clone(),
         locked: args.locked,
         write_lock: true,
     };
-    let built = match build_file(&args.pack, &options) {
-        Ok(b) => b,
-        Err(BuildError::LockWouldChange(m)) => {
-            eprintln!("error: {m}");
-            eprintln!("help: run `ctxpack build` without `--locked` to update the lockfile, and commit it");
-            return exit::FAILED;
-        }
-        Err(BuildError::Unreadable(m)) => {
-            eprintln!("error: {m}");
-            return exit::UNREADABLE;
-        }
-        Err(BuildError::Diagnostics(report)) => {
-            eprint!("{}", diagnostic::to_human(&report, super::stderr_color()));
+    let built = build_file(&args.pack, &options).map_err(|e| match e {
+        BuildError::Diagnostics(report) => {
             let (errors, _) = diagnostic::tally(std::slice::from_ref(&report));
-            eprintln!(
-                "error: `{}` has {errors} error(s); no artifact written",
+            let message = format!(
+                "`{}` has {errors} error(s); no artifact written",
                 report.path
             );
-            return exit::FAILED;
+            Box::new((
+                CliError::diagnostics("check_failed", &report, message),
+                Some(report),
+            ))
         }
-    };
-    if !built.report.diagnostics.is_empty() {
+        other => Box::new((build_error(other), None)),
+    })?;
+    if !built.report.diagnostics.is_empty() && !args.json_errors {
         eprint!(
             "{}",
             diagnostic::to_human(&built.report, super::stderr_color())
@@ -72,16 +90,17 @@ pub fn run(args: &BuildArgs) -> i32 {
     } else {
         artifact.canonical_bytes()
     };
+    let unwritable = |what: &str, path: &std::path::Path, e: std::io::Error| {
+        let message = format!("cannot {what} `{}`: {e}", path.display());
+        Box::new((
+            CliError::new("unwritable_output", exit::UNREADABLE, message),
+            None,
+        ))
+    };
     if let Some(parent) = output.parent().filter(|p| !p.as_os_str().is_empty()) {
-        if let Err(e) = std::fs::create_dir_all(parent) {
-            eprintln!("error: cannot create `{}`: {e}", parent.display());
-            return exit::UNREADABLE;
-        }
+        std::fs::create_dir_all(parent).map_err(|e| unwritable("create", parent, e))?;
     }
-    if let Err(e) = std::fs::write(&output, bytes) {
-        eprintln!("error: cannot write `{}`: {e}", output.display());
-        return exit::UNREADABLE;
-    }
+    std::fs::write(&output, bytes).map_err(|e| unwritable("write", &output, e))?;
     println!(
         "built {}@{} {} -> {}",
         artifact.name,
@@ -89,10 +108,19 @@ pub fn run(args: &BuildArgs) -> i32 {
         artifact.hash.as_deref().unwrap_or(""),
         output.display()
     );
-    exit::OK
+    Ok(())
 }
 
-/// A copy of `value` whose objects iterate in sorted key order, for `--pretty`.
+/// A build error as a CLI error (a pack with errors carries its diagnostics).
+pub fn build_error(e: BuildError) -> CliError {
+    let message = e.summary();
+    match e {
+        BuildError::Unreadable(_) => CliError::new("unreadable_input", exit::UNREADABLE, message),
+        BuildError::LockWouldChange(_) => CliError::new("lock_would_change", exit::FAILED, message),
+        BuildError::Diagnostics(report) => CliError::diagnostics("check_failed", &report, message),
+    }
+}
+
 fn sorted(value: &serde_json::Value) -> serde_json::Value {
     // serde_json's default map is ordered by key; rebuilding through it sorts even if
     // another crate enabled `preserve_order`.

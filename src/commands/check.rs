@@ -45,10 +45,7 @@ pub fn check_paths(
     let registry = crate::registry::Registry::from_env_or(registry);
     let mut reports = Vec::with_capacity(files.len());
     for file in files {
-        let bytes =
-            std::fs::read(&file).map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
-        let source = String::from_utf8(bytes)
-            .map_err(|_| format!("`{}` is not valid UTF-8", file.display()))?;
+        let source = crate::source::read(&file)?;
         let lock = crate::imports::Lockfile::read(&crate::imports::Lockfile::path_for(&file))?;
         let (checked, _) = check_source_with(&source, &registry, lock.as_ref());
         reports.push(FileReport {

@@ -12,11 +12,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use serde_json::{json, Value};
+use serde_json::Value;
 
+pub use super::error::CliError;
 use crate::artifact::{verify_bytes, Artifact};
 use crate::registry::{PackRef, Registry, RegistryError};
-use crate::runtime::{decode_inputs, render, CompileError, CompiledContext, PreparedPack};
+use crate::runtime::render::{self, Refused};
+use crate::runtime::{decode_inputs, CompileError, CompiledContext, PreparedPack};
 
 /// Output format of `compile`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -66,41 +68,11 @@ pub struct CompileArgs {
     /// `max_tokens` of the Anthropic body (required by that API).
     #[arg(long, default_value_t = 1024)]
     pub max_tokens: u32,
-}
-
-/// A failure of a CLI command, with its exit code.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CliError {
-    pub kind: &'static str,
-    pub message: String,
-    pub exit_code: i32,
-    pub policy: Option<String>,
-}
-
-impl CliError {
-    pub fn new(kind: &'static str, exit_code: i32, message: impl Into<String>) -> Self {
-        CliError {
-            kind,
-            message: message.into(),
-            exit_code,
-            policy: None,
-        }
-    }
-
-    /// Prints the error on stderr, as JSON or as an `error: ...` line.
-    pub fn report(&self, json_errors: bool) {
-        if json_errors {
-            let mut error = json!({
-                "kind": self.kind, "message": self.message, "exit_code": self.exit_code,
-            });
-            if let (Some(p), Value::Object(map)) = (&self.policy, &mut error) {
-                map.insert("policy".into(), json!(p));
-            }
-            anstream::eprintln!("{}", json!({ "error": error }));
-        } else {
-            anstream::eprintln!("error: {}", self.message);
-        }
-    }
+    /// Also write `runtime_controls` (refusal, escalation, approval gates, redactions)
+    /// as JSON to FILE, for a pipeline that acts on them; written for every compile
+    /// that succeeds, a refused one included.
+    #[arg(long, value_name = "FILE")]
+    pub controls: Option<PathBuf>,
 }
 
 impl From<CompileError> for CliError {
@@ -110,6 +82,21 @@ impl From<CompileError> for CliError {
             message: e.to_string(),
             exit_code: e.exit_code(),
             policy: e.policy().map(str::to_owned),
+            refusal_reason: None,
+            details: Vec::new(),
+        }
+    }
+}
+
+impl From<Refused> for CliError {
+    fn from(e: Refused) -> Self {
+        CliError {
+            kind: Refused::KIND,
+            message: e.to_string(),
+            exit_code: Refused::EXIT_CODE,
+            policy: None,
+            refusal_reason: Some(e.reason),
+            details: Vec::new(),
         }
     }
 }
@@ -139,17 +126,32 @@ pub fn execute(args: &CompileArgs) -> Result<String, CliError> {
     let inputs = decode_inputs(run, request, evidence, memory)?;
     let pack = PreparedPack::new(artifact)?;
     let compiled = pack.compile(&inputs)?;
+    if let Some(path) = &args.controls {
+        write_controls(path, &compiled)?;
+    }
     if args.explain {
         return Ok(explain(&compiled));
     }
     Ok(match args.target {
         Target::Raw => String::from_utf8_lossy(&compiled.canonical_bytes()).into_owned(),
-        Target::Openai => pretty(&render::openai(&compiled, args.model.as_deref())),
+        Target::Openai => pretty(&render::openai(&compiled, args.model.as_deref())?),
         Target::Anthropic => pretty(&render::anthropic(
             &compiled,
             args.model.as_deref(),
             args.max_tokens,
-        )),
+        )?),
+    })
+}
+
+/// Writes `runtime_controls` as canonical JSON to `path` (exit 3 when it cannot).
+fn write_controls(path: &Path, compiled: &CompiledContext) -> Result<(), CliError> {
+    let controls = serde_json::to_value(&compiled.runtime_controls).unwrap_or(Value::Null);
+    std::fs::write(path, crate::artifact::canonical_bytes(&controls)).map_err(|e| {
+        CliError::new(
+            "unwritable_output",
+            3,
+            format!("cannot write `{}`: {e}", path.display()),
+        )
     })
 }
 
@@ -222,15 +224,12 @@ pub fn load_pack(pack: &str, registry: &Registry) -> Result<Artifact, CliError> 
             format!("cannot read `{}`: {e}", path.display()),
         )
     })?;
-    verify_bytes(&bytes).map_err(|e| CliError {
-        kind: if e.exit_code() == 3 {
-            "unparseable_input"
-        } else {
-            "invalid_artifact"
-        },
-        message: format!("`{}`: {e}", path.display()),
-        exit_code: e.exit_code(),
-        policy: None,
+    verify_bytes(&bytes).map_err(|e| {
+        CliError::new(
+            e.kind(),
+            e.exit_code(),
+            format!("`{}`: {e}", path.display()),
+        )
     })
 }
 
@@ -379,6 +378,7 @@ fn summarize(ids: &[Arc<str>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn unpinned_and_missing_packs() {

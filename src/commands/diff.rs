@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::compile::load_pack;
-use super::exit;
+use super::{exit, CliError};
 use crate::artifact::Artifact;
 use crate::diff::{diff, render};
 use crate::registry::Registry;
@@ -37,10 +37,13 @@ pub struct DiffArgs {
     /// The registry for references [default: $CTXPACK_REGISTRY, else .ctxpack/registry].
     #[arg(long, value_name = "DIR")]
     pub registry: Option<PathBuf>,
+    /// Print failures as one JSON object on stderr.
+    #[arg(long)]
+    pub json_errors: bool,
 }
 
 /// How an input is turned into an artifact: an exit code and a message on failure.
-pub type Loader<'a> = &'a dyn Fn(&Path) -> Result<Artifact, (i32, String)>;
+pub type Loader<'a> = &'a dyn Fn(&Path) -> Result<Artifact, CliError>;
 
 pub fn run(args: &DiffArgs) -> i32 {
     let registry = Registry::from_env_or(args.registry.as_deref());
@@ -52,7 +55,7 @@ pub fn run(args: &DiffArgs) -> i32 {
             };
             crate::build::build_file(path, &options)
                 .map(|built| built.artifact)
-                .map_err(|e| (e.exit_code(), e.summary()))
+                .map_err(super::build::build_error)
         } else {
             load_artifact(path, &registry)
         }
@@ -64,9 +67,9 @@ pub fn run(args: &DiffArgs) -> i32 {
 pub fn run_with(args: &DiffArgs, load: Loader<'_>) -> i32 {
     let (a, b) = match (load(&args.a), load(&args.b)) {
         (Ok(a), Ok(b)) => (a, b),
-        (Err((code, message)), _) | (_, Err((code, message))) => {
-            eprintln!("error: {message}");
-            return code;
+        (Err(e), _) | (_, Err(e)) => {
+            e.report(args.json_errors);
+            return e.exit_code;
         }
     };
     let d = diff(&a, &b);
@@ -84,6 +87,6 @@ pub fn run_with(args: &DiffArgs, load: Loader<'_>) -> i32 {
 /// Loads a verified artifact from a file or, when no file `input` exists and it
 /// reads as `scope/name[@version]`, from the registry (where an unpinned reference is
 /// refused), as `compile --pack` does.
-pub fn load_artifact(input: &Path, registry: &Registry) -> Result<Artifact, (i32, String)> {
-    load_pack(&input.to_string_lossy(), registry).map_err(|e| (e.exit_code, e.message))
+pub fn load_artifact(input: &Path, registry: &Registry) -> Result<Artifact, CliError> {
+    load_pack(&input.to_string_lossy(), registry)
 }

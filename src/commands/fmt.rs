@@ -9,7 +9,9 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use super::{exit, files};
+use serde_json::json;
+
+use super::{exit, files, CliError, Failures};
 use crate::diagnostic::{self, FileReport};
 use crate::fmt::{format, FormatError};
 
@@ -22,37 +24,42 @@ pub struct FmtArgs {
     /// Change nothing: list the files that are not formatted and exit 1 if any.
     #[arg(long)]
     pub check: bool,
+    /// Print failures as one JSON object on stderr (syntax errors with their
+    /// diagnostics, unformatted files under `--check` in `files`).
+    #[arg(long)]
+    pub json_errors: bool,
 }
 
 pub fn run(args: &FmtArgs) -> i32 {
+    let mut failures = Failures::new(args.json_errors);
     if args.paths.len() == 1 && args.paths[0] == Path::new("-") {
-        return stdin(args.check);
+        stdin(args.check, &mut failures);
+        return failures.finish(exit::OK);
     }
     let files = match files::collect(&args.paths, ".ctxpack") {
         Ok(f) => f,
         Err(message) => {
-            eprintln!("error: {message}");
-            return exit::UNREADABLE;
+            failures.push(CliError::new("unreadable_input", exit::UNREADABLE, message));
+            return failures.finish(exit::OK);
         }
     };
-    let mut worst = exit::OK;
-    let mut changed = 0usize;
+    let mut unformatted = Vec::new();
     let mut failed = 0usize;
     for file in &files {
         let shown = files::display(file);
-        let source = match read(file) {
+        let source = match crate::source::read_raw(file) {
             Ok(s) => s,
             Err(message) => {
-                eprintln!("error: {message}");
-                worst = worst.max(exit::UNREADABLE);
+                failures.push(CliError::new("unreadable_input", exit::UNREADABLE, message));
                 continue;
             }
         };
-        let formatted = match format(&source) {
+        // The formatted text never has a byte-order mark, so a file with one changes.
+        let text = crate::source::strip_bom(&source);
+        let formatted = match format(text) {
             Ok(f) => f,
             Err(e) => {
-                report_failure(&shown, source, e);
-                worst = worst.max(exit::FAILED);
+                report_failure(&shown, text, e, &mut failures);
                 failed += 1;
                 continue;
             }
@@ -60,76 +67,114 @@ pub fn run(args: &FmtArgs) -> i32 {
         if formatted == source {
             continue;
         }
-        changed += 1;
         if args.check {
             println!("{shown}");
-            worst = worst.max(exit::FAILED);
+            unformatted.push(shown);
         } else if let Err(e) = std::fs::write(file, formatted) {
-            eprintln!("error: cannot write `{shown}`: {e}");
-            worst = worst.max(exit::UNREADABLE);
+            failures.push(CliError::new(
+                "unwritable_output",
+                exit::UNREADABLE,
+                format!("cannot write `{shown}`: {e}"),
+            ));
+        } else {
+            unformatted.push(shown);
         }
     }
-    if files.is_empty() {
-        eprintln!("warning: no `.ctxpack` files found");
-    } else if args.check {
-        if changed > 0 {
-            eprintln!(
-                "{changed} of {} file{} would be reformatted",
-                files.len(),
-                plural(files.len())
+    let changed = unformatted.len();
+    if args.check && changed > 0 {
+        let message = format!(
+            "{changed} of {} file{} would be reformatted",
+            files.len(),
+            plural(files.len())
+        );
+        if failures.json() {
+            failures.push(
+                CliError::new("unformatted", exit::FAILED, message)
+                    .with("files", json!(unformatted)),
             );
+        } else {
+            eprintln!("{message}");
         }
-    } else {
+    }
+    if failures.json() {
+        // stderr carries only the JSON object.
+    } else if files.is_empty() {
+        eprintln!("warning: no `.ctxpack` files found");
+    } else if !args.check {
         let done = files.len() - failed;
         eprintln!("formatted {done} file{}, {changed} changed", plural(done));
     }
-    worst
+    let code = if args.check && changed > 0 {
+        exit::FAILED
+    } else {
+        exit::OK
+    };
+    failures.finish(code).max(code)
 }
 
-fn stdin(check: bool) -> i32 {
+fn stdin(check: bool, failures: &mut Failures) {
     let mut source = String::new();
     if let Err(e) = std::io::stdin().read_to_string(&mut source) {
-        eprintln!("error: cannot read standard input: {e}");
-        return exit::UNREADABLE;
+        failures.push(CliError::new(
+            "unreadable_input",
+            exit::UNREADABLE,
+            format!("cannot read standard input: {e}"),
+        ));
+        return;
     }
-    match format(&source) {
+    let text = crate::source::strip_bom(&source);
+    match format(text) {
         Ok(out) if check => {
-            if out == source {
-                exit::OK
-            } else {
+            if out != source {
                 println!("-");
-                exit::FAILED
+                if failures.json() {
+                    failures.push(
+                        CliError::new(
+                            "unformatted",
+                            exit::FAILED,
+                            "standard input would be reformatted",
+                        )
+                        .with("files", json!(["-"])),
+                    );
+                } else {
+                    failures.push_silent(exit::FAILED);
+                }
             }
         }
         Ok(out) => {
             let mut stdout = std::io::stdout().lock();
-            if stdout.write_all(out.as_bytes()).is_err() {
-                return exit::UNREADABLE;
+            if let Err(e) = stdout.write_all(out.as_bytes()) {
+                failures.push(CliError::new(
+                    "unwritable_output",
+                    exit::UNREADABLE,
+                    format!("cannot write standard output: {e}"),
+                ));
             }
-            exit::OK
         }
-        Err(e) => {
-            report_failure("<stdin>", source, e);
-            exit::FAILED
-        }
+        Err(e) => report_failure("<stdin>", text, e, failures),
     }
 }
 
-fn read(file: &Path) -> Result<String, String> {
-    let bytes =
-        std::fs::read(file).map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
-    String::from_utf8(bytes).map_err(|_| format!("`{}` is not valid UTF-8", file.display()))
-}
-
-fn report_failure(path: &str, source: String, error: FormatError) {
-    eprintln!("error: cannot format `{path}`: {error}");
-    if let FormatError::Syntax(diagnostics) = error {
-        let report = FileReport {
-            path: path.to_owned(),
-            source,
-            diagnostics,
-        };
-        eprint!("{}", diagnostic::to_human(&report, super::stderr_color()));
+fn report_failure(path: &str, text: &str, error: FormatError, failures: &mut Failures) {
+    let message = format!("cannot format `{path}`: {error}");
+    match error {
+        FormatError::Syntax(diagnostics) => {
+            let report = FileReport {
+                path: path.to_owned(),
+                source: text.to_owned(),
+                diagnostics,
+            };
+            if !failures.json() {
+                eprintln!("error: {message}");
+                eprint!("{}", diagnostic::to_human(&report, super::stderr_color()));
+                failures.push_silent(exit::FAILED);
+            } else {
+                failures.push(CliError::diagnostics("syntax_error", &report, message));
+            }
+        }
+        FormatError::Internal(_) => {
+            failures.push(CliError::new("internal_error", exit::FAILED, message));
+        }
     }
 }
 

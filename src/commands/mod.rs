@@ -5,6 +5,7 @@ pub mod build;
 pub mod check;
 pub mod compile;
 pub mod diff;
+pub mod error;
 pub mod explain;
 pub mod files;
 pub mod fmt;
@@ -13,6 +14,8 @@ pub mod publish;
 pub mod test;
 pub mod verify;
 pub mod versions;
+
+pub use error::{CliError, Failures};
 
 /// Exit codes shared by every subcommand (see the runtime spec).
 pub mod exit {

@@ -3,8 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::exit;
-use crate::artifact::Artifact;
+use super::{exit, CliError};
 use crate::registry::{Publication, PublishOutcome, Registry, RegistryError};
 
 #[derive(Debug, Clone, clap::Args)]
@@ -15,60 +14,60 @@ pub struct PublishArgs {
     /// The registry directory [default: $CTXPACK_REGISTRY, else .ctxpack/registry].
     #[arg(long, value_name = "DIR")]
     pub registry: Option<PathBuf>,
+    /// Print failures as one JSON object on stderr.
+    #[arg(long)]
+    pub json_errors: bool,
 }
 
 pub fn run(args: &PublishArgs) -> i32 {
+    match execute(args) {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            e.report(args.json_errors);
+            e.exit_code
+        }
+    }
+}
+
+fn execute(args: &PublishArgs) -> Result<(), CliError> {
     let registry = Registry::from_env_or(args.registry.as_deref());
     if args.artifact.extension().is_some_and(|e| e == "ctxpack") {
-        // A source is built first (its imports resolving from the same registry).
         let options = crate::build::BuildOptions {
             registry: args.registry.clone(),
             locked: false,
             write_lock: true,
         };
-        return match crate::build::build_file(&args.artifact, &options) {
-            Ok(built) => publish_artifact(&registry, &built.artifact),
-            Err(e) => {
-                eprintln!("error: {}", e.summary());
-                e.exit_code()
-            }
-        };
+        let built = crate::build::build_file(&args.artifact, &options)
+            .map_err(super::build::build_error)?;
+        return report(registry.publish(&built.artifact));
     }
-    let bytes = match std::fs::read(&args.artifact) {
-        Ok(bytes) => bytes,
-        Err(e) => {
-            eprintln!("error: cannot read `{}`: {e}", args.artifact.display());
-            return exit::UNREADABLE;
-        }
-    };
+    let bytes = std::fs::read(&args.artifact).map_err(|e| {
+        CliError::new(
+            "unreadable_input",
+            exit::UNREADABLE,
+            format!("cannot read `{}`: {e}", args.artifact.display()),
+        )
+    })?;
     report(registry.publish_bytes(&bytes))
 }
 
-/// Publishes an artifact built in memory and reports it as `run` does: the seam for
-/// publishing a `.ctxpack` source, which is built first and handed over here.
-pub fn publish_artifact(registry: &Registry, artifact: &Artifact) -> i32 {
-    report(registry.publish(artifact))
-}
-
-fn report(result: Result<Publication, RegistryError>) -> i32 {
-    match result {
-        Ok(p) => {
-            match p.outcome {
-                PublishOutcome::Published => {
-                    println!("published {} ({}) to {}", p.pack, p.hash, p.path.display())
-                }
-                PublishOutcome::AlreadyPublished => {
-                    println!(
-                        "{} is already published with the same hash ({})",
-                        p.pack, p.hash
-                    )
-                }
-            }
-            exit::OK
+fn report(result: Result<Publication, RegistryError>) -> Result<(), CliError> {
+    let p = result.map_err(|e| registry_error(&e))?;
+    match p.outcome {
+        PublishOutcome::Published => {
+            println!("published {} ({}) to {}", p.pack, p.hash, p.path.display())
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            e.exit_code()
+        PublishOutcome::AlreadyPublished => {
+            println!(
+                "{} is already published with the same hash ({})",
+                p.pack, p.hash
+            )
         }
     }
+    Ok(())
+}
+
+/// A registry failure as a CLI error.
+pub fn registry_error(e: &RegistryError) -> CliError {
+    CliError::new(e.kind(), e.exit_code(), e.to_string())
 }

@@ -17,7 +17,7 @@
 //! | `approval_gates` | the exact set of `approval_gates_active` |
 //! | `redactions` | the exact set of active redactor names |
 //! | `dropped` | per named bucket, the exact set of dropped ids |
-//! | `contains` | substrings of the prompt (system, developer, task, block texts) |
+//! | `contains` | substrings of the prompt (system, developer, task, block texts, the redacted message) |
 //! | `error` | the compile fails with this kind (`invalid_input`, `unknown_intent`, `policy_eval_error`, `budget_exhausted`, `overflow_error`, ...) |
 //!
 //! A case whose compile fails when no `error` is expected fails, and vice versa.
@@ -41,6 +41,10 @@ use super::compile::{parse_document, read_document, CliError};
 pub struct TestArgs {
     /// Test files or directories to search for `*.tests.yaml` (default: `.`).
     pub paths: Vec<PathBuf>,
+    /// Print failures as one JSON object on stderr: unreadable or invalid test files,
+    /// or `tests_failed` with every failing case and its failed expectations.
+    #[arg(long)]
+    pub json_errors: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -124,19 +128,19 @@ pub fn execute(
         args.paths.clone()
     };
     let mut files = Vec::new();
-    let mut worst_file_error = 0;
+    let mut errors: Vec<CliError> = Vec::new();
+    let mut failing = Vec::new();
     for root in &roots {
         if root.is_dir() {
             collect(root, &mut files);
         } else if root.is_file() {
             files.push(root.clone());
         } else {
-            let _ = writeln!(
-                stderr,
-                "error: `{}`: no such file or directory",
-                root.display()
-            );
-            worst_file_error = worst_file_error.max(3);
+            errors.push(CliError::new(
+                "unreadable_input",
+                3,
+                format!("`{}`: no such file or directory", root.display()),
+            ));
         }
     }
     files.sort();
@@ -151,19 +155,23 @@ pub fn execute(
                     } else {
                         failed += 1;
                         let _ = writeln!(stdout, "FAIL {} :: {name}", file.display());
-                        for f in failures {
+                        for f in &failures {
                             let _ = writeln!(stdout, "    {f}");
                         }
+                        failing.push(serde_json::json!({
+                            "file": file.display().to_string(), "case": name, "failures": failures,
+                        }));
                     }
                 }
             }
-            Err(e) => {
-                let _ = writeln!(stderr, "error: {}: {}", file.display(), e.message);
-                worst_file_error = worst_file_error.max(e.exit_code);
+            Err(mut e) => {
+                e.message = format!("{}: {}", file.display(), e.message);
+                errors.push(e);
             }
         }
     }
     let _ = writeln!(stdout, "{passed} passed, {failed} failed");
+    let worst_file_error = errors.iter().map(|e| e.exit_code).max().unwrap_or(0);
     let exit_code = if worst_file_error != 0 {
         worst_file_error
     } else if failed > 0 {
@@ -171,6 +179,21 @@ pub fn execute(
     } else {
         0
     };
+    if args.json_errors {
+        if failed > 0 {
+            let message = format!("{failed} of {} cases failed", passed + failed);
+            errors.push(
+                CliError::new("tests_failed", 1, message).with("failures", Value::Array(failing)),
+            );
+        }
+        if let Some(error) = super::error::combine(errors) {
+            let _ = writeln!(stderr, "{}", error.to_json());
+        }
+    } else {
+        for e in &errors {
+            let _ = writeln!(stderr, "error: {}", e.message);
+        }
+    }
     TestReport {
         stdout,
         stderr,

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::exit;
+use super::{exit, CliError, Failures};
 use crate::artifact::verify_bytes;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -10,16 +10,22 @@ pub struct VerifyArgs {
     /// Artifact files to verify.
     #[arg(required = true)]
     pub artifacts: Vec<PathBuf>,
+    /// Print failures as one JSON object on stderr.
+    #[arg(long)]
+    pub json_errors: bool,
 }
 
 pub fn run(args: &VerifyArgs) -> i32 {
-    let mut worst = exit::OK;
+    let mut failures = Failures::new(args.json_errors);
     for path in &args.artifacts {
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) => {
-                eprintln!("error: cannot read `{}`: {e}", path.display());
-                worst = worst.max(exit::UNREADABLE);
+                failures.push(CliError::new(
+                    "unreadable_input",
+                    exit::UNREADABLE,
+                    format!("cannot read `{}`: {e}", path.display()),
+                ));
                 continue;
             }
         };
@@ -31,11 +37,12 @@ pub fn run(args: &VerifyArgs) -> i32 {
                 a.version,
                 a.hash.as_deref().unwrap_or("")
             ),
-            Err(e) => {
-                eprintln!("error: `{}`: {e}", path.display());
-                worst = worst.max(e.exit_code());
-            }
+            Err(e) => failures.push(CliError::new(
+                e.kind(),
+                e.exit_code(),
+                format!("`{}`: {e}", path.display()),
+            )),
         }
     }
-    worst
+    failures.finish(exit::OK)
 }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::exit;
+use super::{exit, CliError};
 use crate::registry::{Index, PackName, Registry};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -24,6 +24,9 @@ pub struct VersionsArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
+    /// Print failures as one JSON object on stderr.
+    #[arg(long)]
+    pub json_errors: bool,
 }
 
 pub fn run(args: &VersionsArgs) -> i32 {
@@ -31,8 +34,9 @@ pub fn run(args: &VersionsArgs) -> i32 {
     let versions = match PackName::parse(&args.name).and_then(|name| registry.versions(&name)) {
         Ok(versions) => versions,
         Err(e) => {
-            eprintln!("error: {e}");
-            return e.exit_code();
+            let e = super::publish::registry_error(&e);
+            e.report(args.json_errors);
+            return e.exit_code;
         }
     };
     match args.format {
@@ -52,8 +56,9 @@ pub fn run(args: &VersionsArgs) -> i32 {
             match serde_json::to_string_pretty(&index) {
                 Ok(json) => println!("{json}"),
                 Err(e) => {
-                    eprintln!("error: {e}");
-                    return exit::INVALID;
+                    let e = CliError::new("invalid_index", exit::INVALID, e.to_string());
+                    e.report(args.json_errors);
+                    return e.exit_code;
                 }
             }
         }

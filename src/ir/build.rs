@@ -65,6 +65,15 @@ struct Builder {
 impl Builder {
     fn header(&mut self, file: &ast::File) {
         let Some(h) = &file.header else {
+            // With items, the parser has said that the header is missing (E0001). An
+            // empty file, or one of comments only, declares nothing: it is not a pack.
+            if file.items.is_empty() {
+                self.diags.push(
+                    Diagnostic::new("E0103", Span::new(0, 0), "the file declares no pack: the `pack` header is missing")
+                        .with_label("expected `pack \"scope/name\" version \"X.Y.Z\"` here")
+                        .with_help("a file starts with `pack \"scope/name\" version \"X.Y.Z\"`, then its items"),
+                );
+            }
             return;
         };
         self.pack.header_span = h.keyword;

@@ -89,6 +89,20 @@ impl RegistryError {
             | RegistryError::Corrupt { .. } => 4,
         }
     }
+
+    /// The stable name of this failure, as `--json-errors` reports it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RegistryError::Unpinned(_) => "unpinned_pack",
+            RegistryError::MalformedRef { .. } => "invalid_pack_reference",
+            RegistryError::Artifact(e) => e.kind(),
+            RegistryError::Unpublishable(_) => "unpublishable_artifact",
+            RegistryError::VersionConflict { .. } => "version_conflict",
+            RegistryError::NotFound { .. } => "not_found",
+            RegistryError::Corrupt { .. } => "corrupt_registry",
+            RegistryError::Io { .. } => "io_error",
+        }
+    }
 }
 
 /// Whether a publish stored a new version or found the identical artifact already

@@ -1,12 +1,19 @@
 //! Stage 6: token budget allocation, in integer arithmetic only.
 //!
-//! 1. Buckets named by the run's `bucket_tokens` get exactly that many tokens (their sum
-//!    may not exceed `available`: exit 4).
-//! 2. The other buckets split what is left: each first gets its `min` (if the minimums
-//!    do not fit: `budget_exhausted`, exit 5); the rest `R` is split by share,
+//! 1. Every bucket's *base* allotment: first its `min` (if the minimums do not fit:
+//!    `budget_exhausted`, exit 5); the rest `R` is split by share,
 //!    `floor(R × share_ppm / 1e6)` each, and the tokens left by flooring —
 //!    `floor(R × Σshare_ppm / 1e6) − Σfloors`, fewer than the number of buckets — go one
 //!    at a time by largest remainder, ties by higher priority, then name.
+//! 2. Buckets named by the run's `bucket_tokens` (pins) get exactly that many tokens
+//!    (their sum may not exceed `available`: exit 4). A pin moves only its own bucket:
+//!    every other bucket keeps its base allotment, unless what the pins leave,
+//!    `L = available − Σpins`, is less than those allotments sum to. Then the unpinned
+//!    buckets are scaled down in proportion: each keeps its `min` (Σmin > `L` is
+//!    `budget_exhausted`) and the `L − Σmin` tokens above the minimums are split in
+//!    proportion to what each base allotment has above its `min` — floors, then the
+//!    tokens left by flooring one at a time by largest remainder, ties by higher
+//!    priority, then name. Tokens a pin frees stay unused.
 //!
 //! Shares that sum under 100% leave the rest of the budget unused, as the pack author
 //! asked (W0501 warns about it); shares over 100% are refused when the pack is
@@ -52,45 +59,108 @@ pub(crate) fn allocate(
     available: u64,
     explicit: Option<&BTreeMap<String, u64>>,
 ) -> Result<BTreeMap<String, u64>, CompileError> {
+    let pinned = check_explicit(explicit, available)?;
     let mut out = BTreeMap::new();
-    let rest = available - check_explicit(explicit, available)?;
     for (name, &tokens) in explicit.into_iter().flatten() {
         out.insert(name.clone(), tokens);
     }
-    let shared: Vec<&BucketSpec> = buckets
+    // A pin replaces its bucket's `min` too: if the minimums fit only without the
+    // pinned buckets', the base allotments are those the others would have had then.
+    let base = match shares(buckets, available) {
+        Err(_) if !out.is_empty() => {
+            let unpinned: Vec<BucketSpec> = buckets
+                .iter()
+                .map(|b| BucketSpec {
+                    min: if out.contains_key(&b.name) { 0 } else { b.min },
+                    ..b.clone()
+                })
+                .collect();
+            shares(&unpinned, available)?
+        }
+        other => other?,
+    };
+    let left = available - pinned;
+    let free: Vec<(&BucketSpec, u64)> = buckets
         .iter()
-        .filter(|b| !out.contains_key(&b.name))
+        .zip(base)
+        .filter(|(b, _)| !out.contains_key(&b.name))
         .collect();
-    let min_sum: u64 = shared.iter().map(|b| b.min).fold(0, u64::saturating_add);
-    if min_sum > rest {
-        return Err(CompileError::BudgetExhausted {
-            message: format!(
-                "bucket minimums need {min_sum} tokens but only {rest} are available after the fixed text"
-            ),
-        });
+    let wanted = free.iter().map(|(_, t)| *t).fold(0u64, u64::saturating_add);
+    if wanted <= left {
+        out.extend(free.into_iter().map(|(b, t)| (b.name.clone(), t)));
+        return Ok(out);
     }
-    let r = u128::from(rest - min_sum);
-    let ppm_sum: u128 = shared
+    // The pins leave too little: keep every minimum, and scale what each base
+    // allotment has above its minimum to what is left above the minimums.
+    let min_sum = free
         .iter()
-        .map(|b| u128::from(b.share_ppm))
-        .sum::<u128>()
-        .min(PPM);
-    let mut floors = Vec::with_capacity(shared.len());
-    let mut floor_sum: u128 = 0;
-    for b in &shared {
-        let exact = r * u128::from(b.share_ppm);
-        floors.push((exact / PPM, exact % PPM));
-        floor_sum += exact / PPM;
+        .map(|(b, _)| b.min)
+        .fold(0u64, u64::saturating_add);
+    if min_sum > left {
+        return Err(exhausted(min_sum, left, " and the pinned buckets"));
     }
-    let target = r * ppm_sum / PPM;
-    let mut leftover = target.saturating_sub(floor_sum);
-    let mut order: Vec<usize> = (0..shared.len()).collect();
+    let above: Vec<u128> = free.iter().map(|(b, t)| u128::from(t - b.min)).collect();
+    let above_sum: u128 = above.iter().sum();
+    let specs: Vec<&BucketSpec> = free.iter().map(|(b, _)| *b).collect();
+    // `wanted > left ≥ min_sum`, so `above_sum > 0`.
+    let scaled = split(
+        &specs,
+        u128::from(left - min_sum),
+        &above,
+        above_sum,
+        above_sum,
+    );
+    for (b, tokens) in specs.iter().zip(scaled) {
+        out.insert(b.name.clone(), b.min + tokens);
+    }
+    Ok(out)
+}
+
+/// Every bucket's allotment from its `min` and share of `available`, in `buckets` order.
+fn shares(buckets: &[BucketSpec], available: u64) -> Result<Vec<u64>, CompileError> {
+    let min_sum: u64 = buckets.iter().map(|b| b.min).fold(0, u64::saturating_add);
+    if min_sum > available {
+        return Err(exhausted(min_sum, available, ""));
+    }
+    let weights: Vec<u128> = buckets.iter().map(|b| u128::from(b.share_ppm)).collect();
+    let weight_sum: u128 = weights.iter().sum::<u128>().min(PPM);
+    let specs: Vec<&BucketSpec> = buckets.iter().collect();
+    let split = split(
+        &specs,
+        u128::from(available - min_sum),
+        &weights,
+        weight_sum,
+        PPM,
+    );
+    Ok(buckets.iter().zip(split).map(|(b, t)| b.min + t).collect())
+}
+
+/// Splits `amount × weight_sum / denominator` tokens by `weights / denominator`: floors
+/// first, then the tokens left by flooring one at a time by largest remainder, ties by
+/// higher priority, then name. Each result is at most `amount`.
+fn split(
+    buckets: &[&BucketSpec],
+    amount: u128,
+    weights: &[u128],
+    weight_sum: u128,
+    denominator: u128,
+) -> Vec<u64> {
+    let mut floors: Vec<(u128, u128)> = weights
+        .iter()
+        .map(|w| {
+            let exact = amount * w;
+            (exact / denominator, exact % denominator)
+        })
+        .collect();
+    let floor_sum: u128 = floors.iter().map(|f| f.0).sum();
+    let mut leftover = (amount * weight_sum / denominator).saturating_sub(floor_sum);
+    let mut order: Vec<usize> = (0..buckets.len()).collect();
     order.sort_by(|&a, &b| {
         floors[b]
             .1
             .cmp(&floors[a].1)
-            .then(shared[b].priority.cmp(&shared[a].priority))
-            .then(shared[a].name.cmp(&shared[b].name))
+            .then(buckets[b].priority.cmp(&buckets[a].priority))
+            .then(buckets[a].name.cmp(&buckets[b].name))
     });
     for i in order {
         if leftover == 0 {
@@ -101,12 +171,19 @@ pub(crate) fn allocate(
             leftover -= 1;
         }
     }
-    for (b, (tokens, _)) in shared.iter().zip(floors) {
-        // `tokens ≤ r ≤ u64::MAX`, so the conversion cannot fail.
-        let tokens = u64::try_from(tokens).unwrap_or(u64::MAX);
-        out.insert(b.name.clone(), b.min + tokens);
+    // Each share is at most `amount ≤ u64::MAX`, so the conversion cannot fail.
+    floors
+        .into_iter()
+        .map(|(tokens, _)| u64::try_from(tokens).unwrap_or(u64::MAX))
+        .collect()
+}
+
+fn exhausted(needed: u64, left: u64, after: &str) -> CompileError {
+    CompileError::BudgetExhausted {
+        message: format!(
+            "bucket minimums need {needed} tokens but only {left} are available after the fixed text{after}"
+        ),
     }
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -158,11 +235,42 @@ mod tests {
     #[test]
     fn explicit_bucket_tokens() {
         let buckets = [b("a", 50, 0, 0), b("b", 50, 0, 0)];
+        // A pin below the bucket's share leaves the others as they were.
+        let explicit = BTreeMap::from([("a".to_owned(), 20)]);
+        let a = allocate(&buckets, 100, Some(&explicit)).unwrap();
+        assert_eq!((a["a"], a["b"]), (20, 50));
+        // A pin above it leaves too little: the others shrink to what is left.
         let explicit = BTreeMap::from([("a".to_owned(), 70)]);
         let a = allocate(&buckets, 100, Some(&explicit)).unwrap();
-        assert_eq!((a["a"], a["b"]), (70, 15));
+        assert_eq!((a["a"], a["b"]), (70, 30));
         let explicit = BTreeMap::from([("a".to_owned(), 170)]);
         let e = allocate(&buckets, 100, Some(&explicit)).unwrap_err();
         assert_eq!(e.exit_code(), 4);
+    }
+
+    #[test]
+    fn pins_scale_the_others_in_proportion_keeping_minimums() {
+        // Base: a 10 + 40% of 90 = 46, b 30% of 90 = 27, c 30% of 90 = 27.
+        let buckets = [
+            b("a", 40, 0, 10),
+            b("b", 30, 0, 0),
+            b("c", 30, 1, 0),
+            b("p", 0, 0, 0),
+        ];
+        let base = allocate(&buckets, 100, None).unwrap();
+        assert_eq!((base["a"], base["b"], base["c"]), (46, 27, 27));
+        // Pinning `p` to 50 leaves 50 for 100 wanted: minimums first (10), then the
+        // 40 tokens above them split 36:27:27 → 16, 12, 12.
+        let explicit = BTreeMap::from([("p".to_owned(), 50)]);
+        let a = allocate(&buckets, 100, Some(&explicit)).unwrap();
+        assert_eq!((a["a"], a["b"], a["c"], a["p"]), (26, 12, 12, 50));
+        // Remainders: 41 tokens above the minimums split 36:27:27 → 16.4, 12.3, 12.3:
+        // floors 16, 12, 12 and the one left goes to the largest remainder (a).
+        let a = allocate(&buckets, 100, Some(&BTreeMap::from([("p".to_owned(), 49)]))).unwrap();
+        assert_eq!((a["a"], a["b"], a["c"]), (27, 12, 12));
+        assert_eq!(a.values().sum::<u64>(), 100);
+        // Pins that leave less than the minimums: budget exhausted.
+        let e = allocate(&buckets, 100, Some(&BTreeMap::from([("p".to_owned(), 95)]))).unwrap_err();
+        assert_eq!((e.kind(), e.exit_code()), ("budget_exhausted", 5));
     }
 }

@@ -44,10 +44,6 @@ pub struct CompiledContext {
     pub manifests: Manifests,
     pub pack: PackRef,
     pub runtime_controls: RuntimeControls,
-    /// The request's message, kept for the provider renders; not part of the envelope
-    /// (the ledger records the request by id).
-    #[serde(skip)]
-    pub message: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -70,6 +66,9 @@ pub struct CompiledPrompt {
     pub context_blocks: Vec<ContextBlock>,
     /// `null` when the pack has no developer prompt.
     pub developer: Option<String>,
+    /// The request's message as the model receives it: the active redactors applied.
+    /// (The ledger's `inputs` digest covers the message as supplied.)
+    pub message: String,
     pub system: String,
     pub task: String,
 }
@@ -357,7 +356,7 @@ impl CompiledContext {
     }
 
     /// The prompt as text, for `contains` expectations in pack tests: system, developer,
-    /// task and every block's text, separated by newlines.
+    /// task, every block's text and the (redacted) message, separated by newlines.
     pub fn prompt_text(&self) -> String {
         let p = &self.compiled_prompt;
         let mut parts: Vec<&str> = vec![&p.system];
@@ -366,6 +365,7 @@ impl CompiledContext {
         }
         parts.push(&p.task);
         parts.extend(p.context_blocks.iter().map(|b| &*b.text));
+        parts.push(&p.message);
         parts.join("\n")
     }
 }

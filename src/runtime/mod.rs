@@ -320,30 +320,38 @@ impl PreparedPack {
             .as_ref()
             .and_then(|b| b.total_tokens)
             .unwrap_or(budget.total);
-        let system = template::render(
-            &prompts.system,
-            &data,
-            "the system prompt",
-            &mut prompt_diagnostics,
-        );
-        let developer = prompts
-            .developer
-            .as_ref()
-            .map(|t| template::render(t, &data, "the developer prompt", &mut prompt_diagnostics));
-        let task = template::render(
-            &intent.task,
-            &data,
-            &format!("the task of intent `{}`", intent.name),
-            &mut prompt_diagnostics,
-        );
-        let fixed = [
-            system.as_str(),
-            developer.as_deref().unwrap_or(""),
-            task.as_str(),
-        ]
-        .iter()
-        .map(|t| self.count(kind, t) as u64)
-        .sum::<u64>();
+        // Every interpolated value of the fixed text, rendered without redaction here
+        // and again below if fired policies activate redactors.
+        let render_fixed = |redact: Option<template::Redact<'_>>, diags: &mut Vec<Diagnostic>| {
+            let system = template::render_redacted(
+                &prompts.system,
+                &data,
+                "the system prompt",
+                diags,
+                redact,
+            );
+            let developer = prompts.developer.as_ref().map(|t| {
+                template::render_redacted(t, &data, "the developer prompt", diags, redact)
+            });
+            let task = template::render_redacted(
+                &intent.task,
+                &data,
+                &format!("the task of intent `{}`", intent.name),
+                diags,
+                redact,
+            );
+            let fixed = [
+                system.as_str(),
+                developer.as_deref().unwrap_or(""),
+                task.as_str(),
+            ]
+            .iter()
+            .map(|t| self.count(kind, t) as u64)
+            .sum::<u64>();
+            (system, developer, task, fixed)
+        };
+        let (mut system, mut developer, mut task, mut fixed) =
+            render_fixed(None, &mut prompt_diagnostics);
         let explicit = run.budget.as_ref().and_then(|b| b.bucket_tokens.as_ref());
         if let Some(available) = total.checked_sub(fixed) {
             budget::check_explicit(explicit, available)?;
@@ -395,6 +403,25 @@ impl PreparedPack {
             redaction_key.extend_from_slice(name.as_bytes());
             redaction_key.push(0);
         }
+        let redact = redactor(|text| redact_with(&active, text));
+        let redact: Option<template::Redact<'_>> = (!active.is_empty()).then_some(&redact);
+        if redact.is_some() {
+            let fixed_templates = [
+                Some(&prompts.system),
+                prompts.developer.as_ref(),
+                Some(&intent.task),
+            ];
+            if !fixed_templates
+                .into_iter()
+                .flatten()
+                .all(template::is_static)
+            {
+                (system, developer, task, fixed) = render_fixed(redact, &mut Vec::new());
+                if let Some(available) = total.checked_sub(fixed) {
+                    budget::check_explicit(explicit, available)?;
+                }
+            }
+        }
 
         // Stage 3: tools.
         let (tool_manifest, gates) = tools::surface(artifact, &self.tools, intent, run, &results);
@@ -444,11 +471,12 @@ impl PreparedPack {
             let (content, fixed) = match prepared {
                 Some(s) => (Cow::Borrowed(&*s.text), Some(shared(s))),
                 None if self.bucket_names.contains(&b.bucket) => {
-                    let text = template::render(
+                    let text = template::render_redacted(
                         &b.text,
                         &data,
                         &format!("block `{}`", b.name),
                         &mut diagnostics,
+                        redact,
                     );
                     (Cow::Owned(text), None)
                 }
@@ -487,11 +515,12 @@ impl PreparedPack {
                 let (text, fixed) = match prepared {
                     Some(s) => (Cow::Borrowed(&*s.text), Some(shared(s))),
                     None => {
-                        let text = template::render(
+                        let text = template::render_redacted(
                             t,
                             &data,
                             &format!("the instruct of policy `{}`", p.name),
                             &mut diagnostics,
+                            redact,
                         );
                         (Cow::Owned(text), None)
                     }
@@ -698,6 +727,10 @@ impl PreparedPack {
                 developer,
                 task,
                 context_blocks: assembly.blocks,
+                message: redact.map_or_else(
+                    || request.message.clone(),
+                    |redact| redact(&request.message).into_owned(),
+                ),
             },
             manifests: Manifests {
                 policy_manifest,
@@ -761,7 +794,6 @@ impl PreparedPack {
                 },
                 hash: String::new(),
             },
-            message: request.message.clone(),
         };
         out.seal();
         Ok(out)
@@ -848,17 +880,28 @@ impl assemble::Counter for RunCounter<'_> {
     }
 
     fn redact<'t>(&self, text: &'t str) -> Cow<'t, str> {
-        let mut out = Cow::Borrowed(text);
-        for (name, (_, re)) in self.active {
-            if re.is_match(&out) {
-                let replaced = re
-                    .replace_all(&out, format!("[REDACTED:{name}]").as_str())
-                    .into_owned();
-                out = Cow::Owned(replaced);
-            }
-        }
-        out
+        redact_with(self.active, text)
     }
+}
+
+/// Applies the active redactors (sorted by name) to `text`: each match becomes
+/// `[REDACTED:<name>]`. Borrowed when nothing matched.
+fn redact_with<'t>(active: &[(&str, &(String, Regex))], text: &'t str) -> Cow<'t, str> {
+    let mut out = Cow::Borrowed(text);
+    for (name, (_, re)) in active {
+        if re.is_match(&out) {
+            let replaced = re
+                .replace_all(&out, format!("[REDACTED:{name}]").as_str())
+                .into_owned();
+            out = Cow::Owned(replaced);
+        }
+    }
+    out
+}
+
+/// Pins a closure to the higher-ranked signature of [`template::Redact`].
+fn redactor<F: for<'t> Fn(&'t str) -> Cow<'t, str>>(f: F) -> F {
+    f
 }
 
 /// Renders a template without interpolations.

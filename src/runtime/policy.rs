@@ -110,7 +110,7 @@ pub(crate) fn evaluate(
             Condition::Compiled(logic) => engine
                 .evaluate(logic, parsed, &arena)
                 .map(|v| engine.truthy(v))
-                .map_err(|e| e.to_string()),
+                .map_err(|e| explain_failure(engine, &policy.when, &text, &e)),
             Condition::Broken(message) => Err(message.clone()),
         };
         match outcome {
@@ -138,6 +138,102 @@ pub(crate) fn evaluate(
         }
     }
     Ok(results)
+}
+
+/// Says why a condition failed in the pack's terms: the innermost operation that fails
+/// on its own, the values its operands had (`ctx.code` = "abc") and what went wrong,
+/// rather than the engine's internal error value. Runs only after a failure.
+fn explain_failure(
+    engine: &Engine,
+    rule: &Value,
+    data: &str,
+    error: &datalogic_rs::Error,
+) -> String {
+    innermost_failure(engine, rule, data, 0).unwrap_or_else(|| {
+        let op = error
+            .operator()
+            .map(|op| format!("`{op}` "))
+            .unwrap_or_default();
+        format!("{op}failed: {}", reason(error))
+    })
+}
+
+/// How deep [`innermost_failure`] descends; conditions are far shallower.
+const MAX_EXPLAIN_DEPTH: usize = 64;
+
+fn innermost_failure(engine: &Engine, rule: &Value, data: &str, depth: usize) -> Option<String> {
+    let Value::Object(map) = rule else {
+        return None;
+    };
+    let (op, args) = map.iter().next().filter(|_| map.len() == 1)?;
+    let args: Vec<&Value> = match args {
+        Value::Array(items) => items.iter().collect(),
+        other => vec![other],
+    };
+    // Operands in evaluation order: the first that fails by itself is the culprit.
+    if op != "var" && depth < MAX_EXPLAIN_DEPTH {
+        if let Some(inner) = args
+            .iter()
+            .find_map(|a| innermost_failure(engine, a, data, depth + 1))
+        {
+            return Some(inner);
+        }
+    }
+    let error = engine.eval_str(&rule.to_string(), data).err()?;
+    let operands: Vec<String> = args.iter().map(|a| operand(engine, a, data)).collect();
+    Some(format!(
+        "`{op}` failed on {}: {}",
+        if operands.is_empty() {
+            "no operands".to_owned()
+        } else {
+            operands.join(", ")
+        },
+        reason(&error)
+    ))
+}
+
+/// An operand as the pack wrote it and the value it had: `ctx.code` = "abc", or a
+/// literal's JSON.
+fn operand(engine: &Engine, arg: &Value, data: &str) -> String {
+    let value = engine
+        .eval_str(&arg.to_string(), data)
+        .map(|v| shorten(&v))
+        .unwrap_or_else(|_| "(fails)".to_owned());
+    match arg
+        .get("var")
+        .map(|v| v.as_array().and_then(|a| a.first()).unwrap_or(v))
+    {
+        Some(Value::String(path)) => format!("`{path}` = {value}"),
+        _ => value,
+    }
+}
+
+/// At most 60 characters of a value's JSON.
+fn shorten(json: &str) -> String {
+    match json.char_indices().nth(60) {
+        Some((cut, _)) => format!("{}…", &json[..cut]),
+        None => json.to_owned(),
+    }
+}
+
+/// What went wrong, without the engine's internal representation.
+fn reason(error: &datalogic_rs::Error) -> String {
+    use datalogic_rs::ErrorKind;
+    match &error.kind {
+        ErrorKind::Thrown(value) => match value.get("type").and_then(|t| t.as_str()) {
+            Some("NaN") => "the result is not a number".to_owned(),
+            Some(kind) => format!("it threw `{kind}`"),
+            None => format!("it threw {}", shorten(&value.to_json_string())),
+        },
+        ErrorKind::TypeError(m) => format!("type error: {m}"),
+        ErrorKind::ArithmeticError(m) => format!("arithmetic error: {m}"),
+        ErrorKind::InvalidArguments(m) => format!("invalid arguments: {m}"),
+        ErrorKind::VariableNotFound(v) => format!("`{v}` has no value"),
+        ErrorKind::IndexOutOfBounds { index, length } => {
+            format!("index {index} is out of bounds for a list of {length}")
+        }
+        other => datalogic_rs::Error::new(other.clone()).to_string(),
+    }
 }
 
 /// An effect as the policy manifest shows it: `{ "<effect>": argument }`, with an

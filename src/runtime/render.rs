@@ -1,10 +1,17 @@
 //! Provider request bodies from a compiled envelope.
 //!
-//! Trusted text (system, developer, task, and the `policy`, `tools` and static blocks)
-//! goes to the system positions; untrusted evidence and memory go only in the final
-//! user turn, before the user's message; history becomes the provider's turns. Only
-//! surfaced tools are offered, with their JSON Schemas. Sections are joined by a blank
-//! line.
+//! A refused compile (`runtime_controls.must_refuse`) has no body: both renders return
+//! [`Refused`] instead, so a host cannot send what the pack refused by accident.
+//!
+//! Trusted text (system, developer, task, and the `policy` and static blocks) goes to
+//! the system positions; untrusted evidence and memory go only in the final user turn,
+//! before the user's message (redacted like every other text the model receives);
+//! history becomes the provider's turns. Sections are joined by a blank line.
+//!
+//! Tools are sent once, in the provider's `tools` array with their JSON Schemas: a
+//! surfaced tool whose `tools` block the budget kept. The block's text (name,
+//! description and schema) is what the `tools` bucket counted, so the body costs what
+//! the budget report says; the block itself is not repeated in the system text.
 //!
 //! - **OpenAI Chat Completions**: a `system` message with the system prompt, then a
 //!   second `system` message with developer + task + trusted blocks. We use a second
@@ -23,6 +30,32 @@ use serde_json::{json, Map, Value};
 use super::envelope::{BlockSource, CompiledContext, ContextBlock, Trust};
 use super::inputs::Role;
 
+/// The pack refused the request (a fired `refuse`): there is no body to send.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the pack refused this request: {reason}")]
+pub struct Refused {
+    /// `runtime_controls.refusal_reason`.
+    pub reason: String,
+}
+
+impl Refused {
+    /// The stable kind of this failure, as `--json-errors` names it.
+    pub const KIND: &'static str = "refused";
+    /// The exit code of a refused compile with a provider target.
+    pub const EXIT_CODE: i32 = 5;
+}
+
+/// `Err` when the compile must be refused.
+fn not_refused(cc: &CompiledContext) -> Result<(), Refused> {
+    let controls = &cc.runtime_controls;
+    if controls.must_refuse {
+        return Err(Refused {
+            reason: controls.refusal_reason.clone().unwrap_or_default(),
+        });
+    }
+    Ok(())
+}
+
 fn trusted_text(cc: &CompiledContext, with_system: bool) -> String {
     let p = &cc.compiled_prompt;
     let mut parts: Vec<&str> = Vec::new();
@@ -36,7 +69,7 @@ fn trusted_text(cc: &CompiledContext, with_system: bool) -> String {
     parts.extend(
         p.context_blocks
             .iter()
-            .filter(|b| b.trust == Trust::Trusted)
+            .filter(|b| b.trust == Trust::Trusted && b.source != BlockSource::Tool)
             .map(|b| &*b.text),
     );
     join(parts)
@@ -67,19 +100,27 @@ fn final_user_turn(cc: &CompiledContext) -> String {
         .iter()
         .filter(|b| matches!(b.source, BlockSource::Evidence | BlockSource::Memory))
         .map(|b| &*b.text);
-    join(lanes.chain(std::iter::once(cc.message.as_str())))
+    join(lanes.chain(std::iter::once(cc.compiled_prompt.message.as_str())))
 }
 
-fn surfaced_tools(cc: &CompiledContext) -> impl Iterator<Item = (&str, &str, &Value)> + '_ {
+/// Surfaced tools whose `tools` block the budget kept, in manifest (name) order.
+fn sent_tools(cc: &CompiledContext) -> impl Iterator<Item = (&str, &str, &Value)> + '_ {
+    let kept = |name: &str| {
+        cc.compiled_prompt
+            .context_blocks
+            .iter()
+            .any(|b| b.source == BlockSource::Tool && &*b.id == name)
+    };
     cc.manifests
         .tool_manifest
         .iter()
-        .filter(|t| t.surfaced)
+        .filter(move |t| t.surfaced && kept(&t.name))
         .map(|t| (&*t.name, &*t.description, &*t.json_schema))
 }
 
-/// An OpenAI Chat Completions request body.
-pub fn openai(cc: &CompiledContext, model: Option<&str>) -> Value {
+/// An OpenAI Chat Completions request body; [`Refused`] when the pack refused.
+pub fn openai(cc: &CompiledContext, model: Option<&str>) -> Result<Value, Refused> {
+    not_refused(cc)?;
     let mut messages = vec![json!({"role": "system", "content": cc.compiled_prompt.system})];
     let instructions = trusted_text(cc, false);
     if !instructions.is_empty() {
@@ -94,7 +135,7 @@ pub fn openai(cc: &CompiledContext, model: Option<&str>) -> Value {
         body.insert("model".into(), json!(m));
     }
     body.insert("messages".into(), Value::Array(messages));
-    let tools: Vec<Value> = surfaced_tools(cc)
+    let tools: Vec<Value> = sent_tools(cc)
         .map(|(name, description, schema)| {
             json!({"type": "function", "function": {
                 "name": name, "description": description, "parameters": schema}})
@@ -104,11 +145,16 @@ pub fn openai(cc: &CompiledContext, model: Option<&str>) -> Value {
     if !tools.is_empty() {
         body.insert("tools".into(), Value::Array(tools));
     }
-    Value::Object(body)
+    Ok(Value::Object(body))
 }
 
-/// An Anthropic Messages request body.
-pub fn anthropic(cc: &CompiledContext, model: Option<&str>, max_tokens: u32) -> Value {
+/// An Anthropic Messages request body; [`Refused`] when the pack refused.
+pub fn anthropic(
+    cc: &CompiledContext,
+    model: Option<&str>,
+    max_tokens: u32,
+) -> Result<Value, Refused> {
+    not_refused(cc)?;
     let mut turns: Vec<(Role, String)> = Vec::new();
     let mut push = |role: Role, content: &str| match turns.last_mut() {
         Some((last, text)) if *last == role => {
@@ -132,7 +178,7 @@ pub fn anthropic(cc: &CompiledContext, model: Option<&str>, max_tokens: u32) -> 
     body.insert("max_tokens".into(), json!(max_tokens));
     body.insert("system".into(), json!(trusted_text(cc, true)));
     body.insert("messages".into(), Value::Array(messages));
-    let tools: Vec<Value> = surfaced_tools(cc)
+    let tools: Vec<Value> = sent_tools(cc)
         .map(|(name, description, schema)| {
             json!({"name": name, "description": description, "input_schema": schema})
         })
@@ -140,5 +186,5 @@ pub fn anthropic(cc: &CompiledContext, model: Option<&str>, max_tokens: u32) -> 
     if !tools.is_empty() {
         body.insert("tools".into(), Value::Array(tools));
     }
-    Value::Object(body)
+    Ok(Value::Object(body))
 }

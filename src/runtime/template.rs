@@ -4,6 +4,8 @@
 //! elements joined by `", "`. A missing or `null` value renders the template's default
 //! if it has one; otherwise the empty string, with an `R0501` diagnostic saying where.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use crate::artifact::{Template, TemplatePart};
@@ -37,6 +39,9 @@ fn push_value(value: &Value, out: &mut String) {
     }
 }
 
+/// Redaction of interpolated values: the active redactors of one compile.
+pub(crate) type Redact<'a> = &'a dyn Fn(&str) -> Cow<'_, str>;
+
 /// Renders `template`; `place` names it in diagnostics (`the task of intent `refund``).
 pub(crate) fn render(
     template: &Template,
@@ -44,12 +49,33 @@ pub(crate) fn render(
     place: &str,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> String {
+    render_redacted(template, data, place, diagnostics, None)
+}
+
+/// Renders `template`, passing every interpolated value through `redact`: the caller's
+/// values are redacted like the rest of the caller's text, the pack's own text is not.
+pub(crate) fn render_redacted(
+    template: &Template,
+    data: &Value,
+    place: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+    redact: Option<Redact<'_>>,
+) -> String {
     let mut out = String::with_capacity(template.text.len());
     for part in &template.parts {
         match part {
             TemplatePart::Text(text) => out.push_str(text),
             TemplatePart::Path { path, default } => match lookup(data, path) {
-                Some(value) if !value.is_null() => push_value(value, &mut out),
+                Some(value) if !value.is_null() => {
+                    let start = out.len();
+                    push_value(value, &mut out);
+                    if let Some(redact) = redact {
+                        if let Cow::Owned(redacted) = redact(&out[start..]) {
+                            out.truncate(start);
+                            out.push_str(&redacted);
+                        }
+                    }
+                }
                 _ => match default {
                     Some(d) => out.push_str(d),
                     None => diagnostics.push(Diagnostic {

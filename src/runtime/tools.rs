@@ -66,8 +66,7 @@ pub(crate) struct PreparedTool {
     pub json_schema: Arc<Value>,
     pub description: Arc<str>,
     pub kind: Arc<str>,
-    /// The `tools` block text, `NAME: DESCRIPTION` (or `NAME` without a description),
-    /// counted with the pack's tokenizer.
+    /// The `tools` block text (see [`block_text`]), counted with the pack's tokenizer.
     pub block: StaticText,
 }
 
@@ -78,16 +77,23 @@ impl PreparedTool {
             json_schema: Arc::new(tool.input.clone()),
             description: Arc::from(tool.description.as_str()),
             kind: Arc::from(tool.kind.as_str()),
-            block: StaticText::new(
-                if tool.description.is_empty() {
-                    tool.name.clone()
-                } else {
-                    format!("{}: {}", tool.name, tool.description)
-                },
-                kind,
-            ),
+            block: StaticText::new(block_text(tool), kind),
         }
     }
+}
+
+/// A tool's `tools` block: what its definition costs in a provider body, which sends
+/// the name, the description and the input schema. `NAME: DESCRIPTION` (or `NAME`
+/// without a description), then the schema as canonical JSON on its own line.
+fn block_text(tool: &crate::artifact::Tool) -> String {
+    let schema = crate::artifact::canonical_bytes(&tool.input);
+    let schema = String::from_utf8_lossy(&schema);
+    let head = if tool.description.is_empty() {
+        Cow::Borrowed(tool.name.as_str())
+    } else {
+        Cow::Owned(format!("{}: {}", tool.name, tool.description))
+    };
+    format!("{head}\n{}", schema.trim_end())
 }
 
 /// The manifest (sorted by name, as the registry is) and the gates that fired

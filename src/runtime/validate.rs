@@ -93,6 +93,15 @@ pub(crate) fn json_kind(value: &Value) -> &'static str {
 }
 
 /// Validates every input. `buckets` are the pack's bucket names.
+/// Refuses a text that is empty or whitespace only: `request.history[2].content: empty`.
+fn non_blank(text: &str, path: impl FnOnce() -> String) -> Result<(), CompileError> {
+    match text {
+        "" => Err(CompileError::input(path(), "empty")),
+        t if t.trim().is_empty() => Err(CompileError::input(path(), "empty (whitespace only)")),
+        _ => Ok(()),
+    }
+}
+
 pub(crate) fn validate_inputs(
     schema: &SchemaNode,
     buckets: &[String],
@@ -111,6 +120,13 @@ pub(crate) fn validate_inputs(
     };
     if let SchemaNode::Group(children) = schema {
         validate_group(context, children, "request.context")?;
+    }
+
+    // Provider APIs refuse an empty (or whitespace-only) message: Anthropic's Messages
+    // API answers 400 to any such turn but a final assistant one.
+    non_blank(&inputs.request.message, || "request.message".to_owned())?;
+    for (i, turn) in inputs.request.history.iter().enumerate() {
+        non_blank(&turn.content, || format!("request.history[{i}].content"))?;
     }
 
     let mut seen = HashSet::with_capacity_and_hasher(

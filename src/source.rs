@@ -1,0 +1,44 @@
+//! Pack source text as the toolchain reads it from a file: UTF-8, without a leading
+//! byte-order mark.
+//!
+//! A BOM is not part of the text: spans, lines and columns (in every output format)
+//! count from the first character after it, as SARIF §3.30.2 requires of regions.
+//! `fmt` reads the raw text instead, so that it sees the mark and drops it.
+
+use std::path::Path;
+
+/// The UTF-8 byte-order mark, U+FEFF.
+pub const BOM: char = '\u{FEFF}';
+
+/// `text` without a leading byte-order mark.
+pub fn strip_bom(text: &str) -> &str {
+    text.strip_prefix(BOM).unwrap_or(text)
+}
+
+/// Reads `path` as UTF-8, byte-order mark included; the error says which file and why.
+pub fn read_raw(path: &Path) -> Result<String, String> {
+    let bytes =
+        std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    String::from_utf8(bytes).map_err(|_| format!("`{}` is not valid UTF-8", path.display()))
+}
+
+/// Reads `path` as UTF-8 and drops a leading byte-order mark.
+pub fn read(path: &Path) -> Result<String, String> {
+    let mut text = read_raw(path)?;
+    if text.starts_with(BOM) {
+        text.drain(..BOM.len_utf8());
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_one_leading_mark_only() {
+        assert_eq!(strip_bom("\u{FEFF}pack"), "pack");
+        assert_eq!(strip_bom("pack\u{FEFF}"), "pack\u{FEFF}");
+        assert_eq!(strip_bom("\u{FEFF}\u{FEFF}x"), "\u{FEFF}x");
+    }
+}

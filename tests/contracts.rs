@@ -1,0 +1,352 @@
+//! The outputs as other people's tools read them: `--json-errors` on every subcommand
+//! that can fail on input (one JSON object on stderr, the same shape everywhere), and a
+//! byte-order mark that moves no column in any output format.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn ctxpack(dir: &Path) -> Command {
+    let mut cmd = Command::cargo_bin("ctxpack").unwrap();
+    cmd.env_remove("CTXPACK_REGISTRY")
+        .env("NO_COLOR", "1")
+        .current_dir(dir);
+    cmd
+}
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    if let Some(parent) = p.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// The one JSON object on stderr: `{"error": {kind, message, exit_code, ...}}`, its
+/// exit code that of the process. Returns the inner object.
+fn json_error(o: &Output) -> Value {
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(stderr.lines().count(), 1, "not one line: {stderr}");
+    let e: Value =
+        serde_json::from_str(&stderr).unwrap_or_else(|_| panic!("stderr is not JSON: {stderr}"));
+    let error = &e["error"];
+    assert_eq!(
+        error["exit_code"].as_i64(),
+        o.status.code().map(i64::from),
+        "{e}"
+    );
+    assert!(
+        error["kind"].is_string() && error["message"].is_string(),
+        "{e}"
+    );
+    error.clone()
+}
+
+const BROKEN: &str = "pack \"a/b\" version \"1.0.0\"\nprompt system \"hi\"\nbudget { total 100 bucket policy { share 20% } bucket tools { share 20% } bucket evidence { share 20% } bucket memory { share 20% } bucket session { share 20% } }\nintent main { tools nope task \"x\" }\n";
+
+fn run(dir: &Path, args: &[&str]) -> Output {
+    ctxpack(dir).args(args).output().unwrap()
+}
+
+#[test]
+fn build_json_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "broken.ctxpack", BROKEN);
+    let o = run(d, &["build", "--json-errors", "broken.ctxpack"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = json_error(&o);
+    assert_eq!(e["kind"], "check_failed");
+    assert_eq!(e["diagnostics"][0]["code"], "E0102");
+    assert_eq!(e["diagnostics"][0]["line"], 4);
+    let o = run(d, &["build", "--json-errors", "missing.ctxpack"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(json_error(&o)["kind"], "unreadable_input");
+    // Without the flag: prose, not JSON.
+    let o = run(d, &["build", "broken.ctxpack"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(serde_json::from_slice::<Value>(&o.stderr).is_err());
+}
+
+#[test]
+fn verify_json_errors_one_object_for_several_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "not-json.json", "{");
+    write(
+        d,
+        "foreign.json",
+        r#"{"format": "other/v9", "hash": "blake3:00"}"#,
+    );
+    let o = run(d, &["verify", "--json-errors", "not-json.json"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(json_error(&o)["kind"], "unparseable_input");
+    let o = run(
+        d,
+        &[
+            "verify",
+            "--json-errors",
+            "not-json.json",
+            "foreign.json",
+            "gone.json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(4));
+    let e = json_error(&o);
+    assert_eq!(e["kind"], "invalid_artifact");
+    let kinds: Vec<&str> = e["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["unparseable_input", "invalid_artifact", "unreadable_input"]
+    );
+}
+
+#[test]
+fn publish_versions_and_diff_json_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let shop = repo("tests/conformance/packs/shop.ctxpack");
+    let shop = shop.to_str().unwrap();
+    let o = run(d, &["build", shop, "-o", "shop.json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // publish: a tampered artifact.
+    let text = std::fs::read_to_string(d.join("shop.json")).unwrap();
+    write(
+        d,
+        "tampered.json",
+        &text.replace("shop assistant", "shop assistent"),
+    );
+    let o = run(
+        d,
+        &[
+            "publish",
+            "--json-errors",
+            "--registry",
+            "reg",
+            "tampered.json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(4));
+    assert_eq!(json_error(&o)["kind"], "invalid_artifact");
+    // publish: a source with errors.
+    write(d, "broken.ctxpack", BROKEN);
+    let o = run(
+        d,
+        &[
+            "publish",
+            "--json-errors",
+            "--registry",
+            "reg",
+            "broken.ctxpack",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(json_error(&o)["kind"], "check_failed");
+    // versions: a malformed name, then a pack the registry does not have.
+    let o = run(
+        d,
+        &[
+            "versions",
+            "--json-errors",
+            "--registry",
+            "reg",
+            "Not A Name",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(4));
+    let o = run(
+        d,
+        &[
+            "versions",
+            "--json-errors",
+            "--registry",
+            "reg",
+            "acme/none",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(json_error(&o)["kind"], "not_found");
+    // diff: an unpinned reference and a missing file.
+    let o = run(d, &["diff", "--json-errors", "shop.json", "acme/shop"]);
+    assert_eq!(o.status.code(), Some(4));
+    assert_eq!(json_error(&o)["kind"], "unpinned_pack");
+    let o = run(d, &["diff", "--json-errors", "shop.json", "gone.json"]);
+    assert_eq!(o.status.code(), Some(3));
+    json_error(&o);
+}
+
+#[test]
+fn fmt_json_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "ugly.ctxpack", "pack   \"a/b\"   version \"1.0.0\"\n");
+    write(
+        d,
+        "syntax.ctxpack",
+        "pack \"a/b\" version \"1.0.0\"\ntool {\n",
+    );
+    let o = run(d, &["fmt", "--check", "--json-errors", "ugly.ctxpack"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = json_error(&o);
+    assert_eq!(e["kind"], "unformatted");
+    assert_eq!(e["files"], serde_json::json!(["ugly.ctxpack"]));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "ugly.ctxpack\n");
+    let o = run(d, &["fmt", "--json-errors", "syntax.ctxpack"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = json_error(&o);
+    assert_eq!(e["kind"], "syntax_error");
+    assert_eq!(e["diagnostics"][0]["code"], "E0001");
+    let o = run(d, &["fmt", "--json-errors", "no/such/dir"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(json_error(&o)["kind"], "unreadable_input");
+    // Formatting that succeeds prints nothing on stderr.
+    let o = run(d, &["fmt", "--json-errors", "ugly.ctxpack"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn test_json_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let shop = repo("tests/conformance/packs/shop.ctxpack");
+    let tests = format!(
+        r#"pack: {}
+defaults:
+  run: {{ run_id: t, safety_mode: supervised, user: {{ roles: [customer] }} }}
+  request: {{ request_id: t, channel: web, locale: en-US, intent: refund, message: hi,
+             context: {{ user: {{ tier: pro, age: 34 }}, flags: [] }} }}
+cases:
+  - name: passes
+    expect: {{ must_refuse: false }}
+  - name: fails
+    expect: {{ must_refuse: true }}
+"#,
+        shop.display()
+    );
+    write(d, "a/shop.tests.yaml", &tests);
+    let o = run(d, &["test", "--json-errors", "a"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = json_error(&o);
+    assert_eq!(e["kind"], "tests_failed");
+    assert_eq!(e["failures"][0]["case"], "fails");
+    assert!(e["failures"][0]["failures"][0]
+        .as_str()
+        .unwrap()
+        .contains("must_refuse"));
+    write(d, "b/bad.tests.yaml", "pack: [");
+    let o = run(d, &["test", "--json-errors", "b"]);
+    assert_eq!(o.status.code(), Some(3));
+    json_error(&o);
+    // Both: one object, the worst exit code first.
+    let o = run(d, &["test", "--json-errors", "a", "b"]);
+    assert_eq!(o.status.code(), Some(3));
+    let e = json_error(&o);
+    assert_eq!(e["errors"].as_array().unwrap().len(), 2);
+}
+
+/// A pack whose first line holds a diagnostic at a known column: the version `"1"`
+/// is not semver (E0104) at line 1, column 23.
+const LINE_ONE: &str = "pack \"acme/x\" version \"1\"\n";
+
+#[test]
+fn a_byte_order_mark_moves_no_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "plain.ctxpack", LINE_ONE);
+    write(d, "bom.ctxpack", &format!("\u{FEFF}{LINE_ONE}"));
+    let check = |file: &str, format: &str| {
+        let o = run(d, &["check", "--format", format, file]);
+        assert_eq!(o.status.code(), Some(1));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    // JSON: the same line and columns.
+    let json = |file| -> Value { serde_json::from_str(&check(file, "json")).unwrap() };
+    let (plain, bom) = (json("plain.ctxpack"), json("bom.ctxpack"));
+    let e0104 = |v: &Value| {
+        v["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["code"] == "E0104")
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(
+        (e0104(&bom)["line"].clone(), e0104(&bom)["column"].clone()),
+        (1.into(), 23.into())
+    );
+    assert_eq!(e0104(&bom)["end_column"], e0104(&plain)["end_column"]);
+    // SARIF: regions do not depend on the mark (SARIF §3.30.2).
+    let sarif = |file| -> Value { serde_json::from_str(&check(file, "sarif")).unwrap() };
+    let region = |v: &Value| {
+        v["runs"][0]["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["ruleId"] == "E0104")
+            .map(|r| r["locations"][0]["physicalLocation"]["region"].clone())
+            .unwrap()
+    };
+    assert_eq!(
+        region(&sarif("bom.ctxpack")),
+        region(&sarif("plain.ctxpack"))
+    );
+    assert_eq!(region(&sarif("bom.ctxpack"))["startColumn"], 23);
+    // GitHub annotations and the human report.
+    let github = check("bom.ctxpack", "github");
+    assert!(github.contains("line=1,col=23::[E0104]"), "{github}");
+    let o = run(d, &["check", "bom.ctxpack"]);
+    let human =
+        String::from_utf8_lossy(&o.stderr).into_owned() + &String::from_utf8_lossy(&o.stdout);
+    assert!(human.contains("bom.ctxpack:1:23"), "{human}");
+    // fmt drops the mark: the file is not formatted until it is gone.
+    let o = run(d, &["fmt", "--check", "bom.ctxpack"]);
+    assert_eq!(o.status.code(), Some(1));
+    let o = run(d, &["fmt", "bom.ctxpack"]);
+    assert_eq!(o.status.code(), Some(0));
+    let formatted = std::fs::read(d.join("bom.ctxpack")).unwrap();
+    assert!(!formatted.starts_with("\u{FEFF}".as_bytes()));
+    assert_eq!(formatted, std::fs::read(d.join("plain.ctxpack")).unwrap());
+}
+
+#[test]
+fn a_byte_order_mark_changes_no_artifact_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let source = std::fs::read_to_string(repo("tests/conformance/packs/shop.ctxpack")).unwrap();
+    write(d, "plain.ctxpack", &source);
+    write(d, "bom.ctxpack", &format!("\u{FEFF}{source}"));
+    for name in ["plain", "bom"] {
+        let o = run(
+            d,
+            &[
+                "build",
+                &format!("{name}.ctxpack"),
+                "-o",
+                &format!("{name}.json"),
+            ],
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert_eq!(
+        std::fs::read(d.join("plain.json")).unwrap(),
+        std::fs::read(d.join("bom.json")).unwrap()
+    );
+}
