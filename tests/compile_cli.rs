@@ -464,3 +464,66 @@ cases:
     assert!(out.contains("nowhere.json"), "{out}");
     assert!(out.trim_end().ends_with("2 passed, 1 failed"), "{out}");
 }
+
+#[test]
+fn compile_explain_opens_with_the_run_and_the_intent() {
+    let f = Fixture::new();
+    let o = f.compile(&["--explain"]);
+    assert_eq!(o.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("run      r-1 (safety mode supervised)"),
+        "{text}"
+    );
+    assert_eq!(
+        lines.next(),
+        Some("intent   refund (as requested)"),
+        "{text}"
+    );
+    // An unknown intent falls back, and the summary says why.
+    let mut request: Value =
+        serde_json::from_slice(&std::fs::read(f.path("request.json")).unwrap()).unwrap();
+    request["intent"] = json!("warranty");
+    write_json(f.dir.path(), "unknown.json", &request);
+    let o = f.compile(&["--explain", "--request", "unknown.json"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("intent   general (fallback: the pack has no intent `warranty`)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn compile_show_prompt_prints_what_the_model_reads() {
+    let f = Fixture::new();
+    let o = f.compile(&["--explain", "--show-prompt"]);
+    assert_eq!(o.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&o.stdout);
+    for needle in [
+        "── system ──\nYou are the shop assistant. Reply in en-US.\n",
+        "── task ──\nHelp with a refund for order A-7.\n",
+        "── business · rules · 6 tokens ──\nRefunds within 30 days.\n",
+        "── message ──\nI want my money back\n",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing from\n{text}");
+    }
+    // --show-prompt belongs to --explain.
+    let o = f.compile(&["--show-prompt"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn compile_pretty_is_the_same_envelope_indented() {
+    let f = Fixture::new();
+    let raw = f.compile(&[]);
+    let pretty = f.compile(&["--pretty"]);
+    assert_eq!(pretty.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&pretty.stdout);
+    assert!(text.contains("\n  \"budget_report\": {\n"), "{text}");
+    assert_eq!(
+        serde_json::from_slice::<Value>(&raw.stdout).unwrap(),
+        serde_json::from_slice::<Value>(&pretty.stdout).unwrap()
+    );
+}

@@ -1441,6 +1441,8 @@ mod cli {
             memory: None,
             target: Target::Raw,
             explain: false,
+            show_prompt: false,
+            pretty: false,
             json_errors: false,
             registry: None,
             model: None,

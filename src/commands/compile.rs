@@ -18,7 +18,7 @@ pub use super::error::CliError;
 use crate::artifact::{verify_bytes, Artifact};
 use crate::registry::{PackRef, Registry, RegistryError};
 use crate::runtime::render::{self, Refused};
-use crate::runtime::{decode_inputs, CompileError, CompiledContext, PreparedPack};
+use crate::runtime::{decode_inputs, CompileError, CompileInputs, CompiledContext, PreparedPack};
 
 /// Output format of `compile`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -53,9 +53,18 @@ pub struct CompileArgs {
     /// What to print.
     #[arg(long, value_enum, default_value_t = Target::Raw)]
     pub target: Target,
-    /// Print a human summary (budget, policies, tools) instead of JSON.
+    /// Print a human summary (the run's safety mode, the intent, budget, policies,
+    /// tools) instead of JSON.
     #[arg(long)]
     pub explain: bool,
+    /// With `--explain`: also print the rendered system, developer and task text and
+    /// the kept blocks, as the model will read them.
+    #[arg(long, requires = "explain")]
+    pub show_prompt: bool,
+    /// Print the raw envelope indented, for people (what is hashed is the canonical
+    /// form, which is the default).
+    #[arg(long)]
+    pub pretty: bool,
     /// Print failures as one JSON object on stderr.
     #[arg(long)]
     pub json_errors: bool,
@@ -130,9 +139,14 @@ pub fn execute(args: &CompileArgs) -> Result<String, CliError> {
         write_controls(path, &compiled)?;
     }
     if args.explain {
-        return Ok(explain(&compiled));
+        let mut out = explain(&compiled, &inputs);
+        if args.show_prompt {
+            out.push_str(&show_prompt(&compiled));
+        }
+        return Ok(out);
     }
     Ok(match args.target {
+        Target::Raw if args.pretty => pretty(&compiled.to_value()),
         Target::Raw => String::from_utf8_lossy(&compiled.canonical_bytes()).into_owned(),
         Target::Openai => pretty(&render::openai(&compiled, args.model.as_deref())?),
         Target::Anthropic => pretty(&render::anthropic(
@@ -233,24 +247,31 @@ pub fn load_pack(pack: &str, registry: &Registry) -> Result<Artifact, CliError> 
     })
 }
 
-/// The human summary printed by `--explain`.
-pub fn explain(cc: &CompiledContext) -> String {
+/// The human summary printed by `--explain`: who asked for what first (the run's
+/// safety mode, the intent and whether the fallback was used), then the budget,
+/// policies and tools.
+pub fn explain(cc: &CompiledContext, inputs: &CompileInputs) -> String {
     let mut out = String::new();
     let b = &cc.budget_report;
     let _ = writeln!(
         out,
-        "pack     {}@{} ({})",
-        cc.pack.name, cc.pack.version, cc.pack.hash
+        "run      {} (safety mode {})",
+        inputs.run.run_id,
+        inputs.run.safety_mode.as_str()
     );
+    let intent = if !cc.intent.fallback_used {
+        "as requested".to_owned()
+    } else {
+        match inputs.request.intent.as_deref() {
+            Some(asked) => format!("fallback: the pack has no intent `{asked}`"),
+            None => "fallback: the request names no intent".to_owned(),
+        }
+    };
+    let _ = writeln!(out, "intent   {} ({intent})", cc.intent.name);
     let _ = writeln!(
         out,
-        "intent   {}{}",
-        cc.intent.name,
-        if cc.intent.fallback_used {
-            " (fallback)"
-        } else {
-            ""
-        }
+        "pack     {}@{} ({})",
+        cc.pack.name, cc.pack.version, cc.pack.hash
     );
     let _ = writeln!(
         out,
@@ -363,6 +384,34 @@ pub fn explain(cc: &CompiledContext) -> String {
     for w in &b.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
+    out
+}
+
+/// The prompt as the model reads it, for `--explain --show-prompt`: the fixed text,
+/// then every kept block in prompt order with its bucket, id and count, then the
+/// (redacted) message.
+pub fn show_prompt(cc: &CompiledContext) -> String {
+    let mut out = String::new();
+    let p = &cc.compiled_prompt;
+    let mut section = |title: &str, text: &str| {
+        let _ = writeln!(out, "\n── {title} ──\n{text}");
+    };
+    section("system", &p.system);
+    if let Some(d) = &p.developer {
+        section("developer", d);
+    }
+    section("task", &p.task);
+    for block in &p.context_blocks {
+        let title = format!(
+            "{} · {} · {} tokens{}",
+            block.bucket,
+            block.id,
+            block.tokens,
+            if block.truncated { " · truncated" } else { "" }
+        );
+        section(&title, &block.text);
+    }
+    section("message", &p.message);
     out
 }
 
