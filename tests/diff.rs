@@ -185,3 +185,101 @@ fn diff_cli() {
     assert_eq!(code, Some(4), "{stderr}");
     assert!(stderr.contains("hash mismatch"), "{stderr}");
 }
+
+#[test]
+fn fail_on_weakened_gates_only_weakening_changes() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path();
+    let v1 = support_v1();
+    // Only tightening: approval raised, a new prohibition of a tool no intent has.
+    let mut tighter = v1.clone();
+    tighter.version = "1.0.1".into();
+    tighter.tools[0].approval = Approval::Review;
+    let mut weaker = v1.clone();
+    weaker.version = "1.0.2".into();
+    weaker.policies[0].enforcing = false;
+    for (name, a) in [("v1", &v1), ("tighter", &tighter), ("weaker", &weaker)] {
+        std::fs::write(
+            dir.join(format!("{name}.json")),
+            sealed(a.clone()).canonical_bytes(),
+        )
+        .unwrap();
+    }
+    let (code, _, stderr) = run(
+        dir,
+        &["diff", "--fail-on", "weakened", "v1.json", "tighter.json"],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, _, stderr) = run(
+        dir,
+        &["diff", "--fail-on", "weakened", "v1.json", "weaker.json"],
+    );
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("weakens safety"), "{stderr}");
+    // The 1.0.0 → 1.1.0 bump removes a policy and grants a tool.
+    std::fs::write(dir.join("v2.json"), support_v1_1().canonical_bytes()).unwrap();
+    let (code, _, stderr) = run(
+        dir,
+        &[
+            "diff",
+            "--fail-on",
+            "weakened",
+            "--json-errors",
+            "v1.json",
+            "v2.json",
+        ],
+    );
+    assert_eq!(code, Some(1));
+    let e: serde_json::Value = serde_json::from_str(&stderr).unwrap();
+    assert_eq!(e["error"]["kind"], "safety_weakened");
+    let weakening = e["error"]["weakening"].as_array().unwrap();
+    assert!(
+        weakening.iter().any(|w| w["kind"] == "policy_removed"),
+        "{e}"
+    );
+    assert!(
+        weakening
+            .iter()
+            .any(|w| w["change"] == "`escalate_ticket` now surfaces with `confirm` approval"),
+        "{e}"
+    );
+    // `changed` fails on any difference, tightening included.
+    let (code, _, _) = run(
+        dir,
+        &["diff", "--fail-on", "changed", "v1.json", "tighter.json"],
+    );
+    assert_eq!(code, Some(1));
+    let (code, _, _) = run(dir, &["diff", "--fail-on", "changed", "v1.json", "v1.json"]);
+    assert_eq!(code, Some(0));
+}
+
+#[test]
+fn intents_show_the_impact_on_their_tool_surface() {
+    let a = support_v1();
+    let mut b = a.clone();
+    b.tools[0].approval = Approval::Auto;
+    let d = diff(&a, &b);
+    let tool = &a.tools[0].name;
+    let hits: Vec<(&str, &str, bool)> = d
+        .impact
+        .iter()
+        .flat_map(|i| {
+            i.changes
+                .iter()
+                .map(move |c| (i.intent.as_str(), c.change.as_str(), c.weakens))
+        })
+        .collect();
+    assert!(!hits.is_empty());
+    for (_, change, weakens) in &hits {
+        assert!(
+            change.starts_with(&format!(
+                "`{tool}` now surfaces with `auto` approval (was `"
+            )),
+            "{change}"
+        );
+        assert!(weakens);
+    }
+    assert!(d.weakens());
+    let human = render::to_human(&d);
+    assert!(human.contains("Impact by intent:\n  ⚠ `"), "{human}");
+}

@@ -22,6 +22,17 @@ pub enum Format {
     Json,
 }
 
+/// What makes `diff` exit 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FailOn {
+    /// A change that weakens safety: an approval or risk lowered, a policy removed or
+    /// made advisory, a prohibition or redactor removed, a tool granted to an intent, an
+    /// intent's safety mode lowered, a tool newly surfaced or surfaced with less approval.
+    Weakened,
+    /// Any difference (like `--exit-code`).
+    Changed,
+}
+
 #[derive(Debug, Clone, clap::Args)]
 pub struct DiffArgs {
     /// The old version: an artifact or `.ctxpack` source file, or `scope/name@version`.
@@ -37,6 +48,10 @@ pub struct DiffArgs {
     /// The registry for references [default: $CTXPACK_REGISTRY, else .ctxpack/registry].
     #[arg(long, value_name = "DIR")]
     pub registry: Option<PathBuf>,
+    /// Exit 1 when the change is of this kind: `weakened` gates a release on safety
+    /// (a version bump that only tightens or rewords passes), `changed` on any change.
+    #[arg(long, value_enum, value_name = "WHAT")]
+    pub fail_on: Option<FailOn>,
     /// Print failures as one JSON object on stderr.
     #[arg(long)]
     pub json_errors: bool,
@@ -77,7 +92,38 @@ pub fn run_with(args: &DiffArgs, load: Loader<'_>) -> i32 {
         Format::Human => print!("{}", render::to_human(&d)),
         Format::Json => print!("{}", render::to_json(&d)),
     }
-    if args.exit_code && d.differs {
+    let fail = match args.fail_on {
+        Some(FailOn::Weakened) => d.weakens(),
+        Some(FailOn::Changed) => d.differs,
+        None => args.exit_code && d.differs,
+    };
+    if fail && args.fail_on == Some(FailOn::Weakened) {
+        let weakening: Vec<serde_json::Value> = d
+            .safety
+            .iter()
+            .filter(|n| n.effect == crate::diff::SafetyEffect::Weakens)
+            .filter_map(|n| serde_json::to_value(n).ok())
+            .chain(d.impact.iter().flat_map(|i| {
+                i.changes
+                    .iter()
+                    .filter(|c| c.weakens)
+                    .map(|c| serde_json::json!({"intent": i.intent, "change": c.change}))
+            }))
+            .collect();
+        let message = format!(
+            "{}@{} → {}@{} weakens safety ({} change{})",
+            d.from.name,
+            d.from.version,
+            d.to.name,
+            d.to.version,
+            weakening.len(),
+            if weakening.len() == 1 { "" } else { "s" }
+        );
+        CliError::new("safety_weakened", exit::FAILED, message)
+            .with("weakening", serde_json::Value::Array(weakening))
+            .report(args.json_errors);
+    }
+    if fail {
         exit::FAILED
     } else {
         exit::OK

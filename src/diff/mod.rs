@@ -10,6 +10,7 @@
 //! provenance that names the pack itself (`scope/name@version`) is compared as "this
 //! pack", so that bumping the version does not report every item as changed.
 
+pub mod logic;
 pub mod render;
 
 use std::collections::BTreeMap;
@@ -31,6 +32,8 @@ pub struct ArtifactDiff {
     pub differs: bool,
     /// Safety-relevant changes, the ones that weaken safety first.
     pub safety: Vec<SafetyNote>,
+    /// What the change does to each intent's tool surface, intent by name.
+    pub impact: Vec<IntentImpact>,
     /// Pack-level fields: name, version, library, description, compiler, format.
     pub pack: Vec<FieldChange>,
     pub tools: Section,
@@ -78,6 +81,10 @@ pub struct Entry {
     /// A one-line description for human output.
     #[serde(skip)]
     pub summary: String,
+    /// What the item does, in source syntax (a policy's condition and effects), for
+    /// human output.
+    #[serde(skip)]
+    pub does: Vec<String>,
 }
 
 /// An item present on both sides whose fields differ.
@@ -85,6 +92,29 @@ pub struct Entry {
 pub struct ItemChange {
     pub name: String,
     pub changes: Vec<FieldChange>,
+    /// What the item did before the change (see [`Entry::does`]).
+    #[serde(skip)]
+    pub did: Vec<String>,
+}
+
+/// How one intent's tool surface changes: the tools a run of the intent can be
+/// offered (permitted by the intent and not prohibited by the pack), with their
+/// approval modes. Policies that `deny` or `require_approval` at run time are listed
+/// with the policies, not here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IntentImpact {
+    pub intent: String,
+    pub changes: Vec<ImpactChange>,
+}
+
+/// One change to an intent's surface.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImpactChange {
+    /// One sentence, e.g. "`open_dispute` now surfaces with `auto` approval".
+    pub change: String,
+    /// Whether it widens what the intent can do (a tool newly surfaced, or surfaced
+    /// with less approval).
+    pub weakens: bool,
 }
 
 /// One changed field: either its old and new values, or, for prompt text, a unified
@@ -233,6 +263,7 @@ pub fn diff(a: &Artifact, b: &Artifact) -> ArtifactDiff {
         to: pack_id(b),
         differs: false,
         safety: Vec::new(),
+        impact: impact(a, b),
         pack: value_changes(&[
             ("name", json!(a.name), json!(b.name)),
             ("version", json!(a.version), json!(b.version)),
@@ -314,6 +345,97 @@ impl ArtifactDiff {
             ("dependencies", &self.dependencies),
         ]
     }
+}
+
+impl ArtifactDiff {
+    /// Whether any change weakens safety: a safety note or an intent impact that does.
+    pub fn weakens(&self) -> bool {
+        self.safety
+            .iter()
+            .any(|n| n.effect == SafetyEffect::Weakens)
+            || self
+                .impact
+                .iter()
+                .flat_map(|i| &i.changes)
+                .any(|c| c.weakens)
+    }
+}
+
+/// The tools each intent can surface on each side, and how that changes.
+fn impact(a: &Artifact, b: &Artifact) -> Vec<IntentImpact> {
+    let surface = |x: &Artifact| -> BTreeMap<String, BTreeMap<String, crate::artifact::Approval>> {
+        x.intents
+            .iter()
+            .map(|intent| {
+                let tools = intent
+                    .tools
+                    .iter()
+                    .filter(|t| !x.prohibitions.iter().any(|p| &p.tool == *t))
+                    .filter_map(|t| x.tools.iter().find(|tool| &tool.name == t))
+                    .map(|tool| (tool.name.clone(), tool.approval))
+                    .collect();
+                (intent.name.clone(), tools)
+            })
+            .collect()
+    };
+    let (before, after) = (surface(a), surface(b));
+    let empty = BTreeMap::new();
+    let mut names: Vec<&String> = before.keys().chain(after.keys()).collect();
+    names.sort();
+    names.dedup();
+    let mut out = Vec::new();
+    for name in names {
+        let (was, now) = (
+            before.get(name).unwrap_or(&empty),
+            after.get(name).unwrap_or(&empty),
+        );
+        let mut changes = Vec::new();
+        let mut push =
+            |weakens: bool, change: String| changes.push(ImpactChange { change, weakens });
+        match (before.contains_key(name), after.contains_key(name)) {
+            (false, true) => push(false, "intent added".to_owned()),
+            (true, false) => push(false, "intent removed".to_owned()),
+            _ => {}
+        }
+        for (tool, approval) in now {
+            match was.get(tool) {
+                None => push(
+                    true,
+                    format!(
+                        "`{tool}` now surfaces with `{}` approval",
+                        approval.as_str()
+                    ),
+                ),
+                Some(old) if old > approval => push(
+                    true,
+                    format!(
+                        "`{tool}` now surfaces with `{}` approval (was `{}`)",
+                        approval.as_str(),
+                        old.as_str()
+                    ),
+                ),
+                Some(old) if old < approval => push(
+                    false,
+                    format!(
+                        "`{tool}` now needs `{}` approval (was `{}`)",
+                        approval.as_str(),
+                        old.as_str()
+                    ),
+                ),
+                Some(_) => {}
+            }
+        }
+        for tool in was.keys().filter(|t| !now.contains_key(*t)) {
+            push(false, format!("`{tool}` no longer surfaces"));
+        }
+        if !changes.is_empty() {
+            out.push(IntentImpact {
+                intent: name.clone(),
+                changes,
+            });
+        }
+    }
+    out
 }
 
 fn pack_id(a: &Artifact) -> PackId {
@@ -424,6 +546,10 @@ trait Item: Serialize {
     fn key(&self) -> String;
     fn fields(&self) -> Vec<(&'static str, Field)>;
     fn summary(&self) -> String;
+    /// What the item does, for a reviewer; only policies say more than their summary.
+    fn does(&self) -> Vec<String> {
+        Vec::new()
+    }
     fn added_safety(&self) -> Option<SafetyKind> {
         None
     }
@@ -443,6 +569,7 @@ fn diff_items<T: Item>(a: &[T], b: &[T], cx: &Cx) -> Section {
         item: serde_json::to_value(item).unwrap_or(Value::Null),
         safety,
         summary: item.summary(),
+        does: item.does(),
     };
     let mut section = Section::default();
     for (name, x) in &a {
@@ -463,6 +590,7 @@ fn diff_items<T: Item>(a: &[T], b: &[T], cx: &Cx) -> Section {
                     section.changed.push(ItemChange {
                         name: name.clone(),
                         changes,
+                        did: x.does(),
                     });
                 }
             }
@@ -650,6 +778,9 @@ impl Item for Policy {
             "advisory"
         };
         format!("{mode}, priority {}", self.priority)
+    }
+    fn does(&self) -> Vec<String> {
+        logic::describe(self)
     }
     fn added_safety(&self) -> Option<SafetyKind> {
         Some(SafetyKind::PolicyAdded)

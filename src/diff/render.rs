@@ -52,6 +52,16 @@ pub fn to_human(diff: &ArtifactDiff) -> String {
         }
     }
 
+    if !diff.impact.is_empty() {
+        out.push_str("\nImpact by intent:\n");
+        for i in &diff.impact {
+            for c in &i.changes {
+                let mark = if c.weakens { "⚠ " } else { "" };
+                let _ = writeln!(out, "  {mark}`{}`: {}", i.intent, c.change);
+            }
+        }
+    }
+
     if !diff.pack.is_empty() {
         out.push_str("\nPack:\n");
         for c in &diff.pack {
@@ -115,8 +125,14 @@ fn items(out: &mut String, prefix: &str, s: &Section) {
     for e in &s.removed {
         entry_line(out, '-', prefix, e);
     }
-    for ItemChange { name, changes } in &s.changed {
+    for ItemChange { name, changes, did } in &s.changed {
         let _ = writeln!(out, "  ~ {prefix}{name}:");
+        if !did.is_empty() {
+            out.push_str("      was:\n");
+            for line in did {
+                let _ = writeln!(out, "        {line}");
+            }
+        }
         for c in changes {
             field_line(out, "      ", c);
         }
@@ -129,6 +145,9 @@ fn entry_line(out: &mut String, marker: char, prefix: &str, e: &Entry) {
         let _ = write!(out, "  ⚠ {}", kind.describe());
     }
     out.push('\n');
+    for line in &e.does {
+        let _ = writeln!(out, "      {line}");
+    }
 }
 
 fn field_line(out: &mut String, indent: &str, c: &FieldChange) {
