@@ -662,7 +662,6 @@ tool lookup_order {
   approval auto
 }"#,
     },
-    // ── Errors: budget ───────────────────────────────────────────────────
     CodeInfo {
         code: "E0501",
         severity: Severity::Error,
@@ -1104,6 +1103,34 @@ intent checkout {
 }"#,
     },
     CodeInfo {
+        code: "W0404",
+        severity: Severity::Warning,
+        title: "tool kind outside the standard set",
+        what: r#"A tool's `kind` is not one of the standard kinds: `read`, `search`,
+`write`, `delete`, `notify`, `execute`, `deploy`, `payment`, `admin`. A
+kind of the pack's own starts with `x_` (`x_billing`) and is not
+reported."#,
+        why: r#"Hosts and reviewers group tools by kind (the envelope's
+`capability_metadata.kind`), so a misspelled kind such as `wirte` would
+silently put a writing tool in no group at all."#,
+        example: r#"tool update_address {
+  description "Change the shipping address of an order."
+  kind wirte
+  risk medium
+  approval confirm
+}"#,
+        fix: r#"Use the standard kind the help suggests, or prefix a kind of your own
+with `x_`.
+
+tool update_address {
+  description "Change the shipping address of an order."
+  kind write
+  risk medium
+  approval confirm
+}"#,
+    },
+    // ── Errors: budget ───────────────────────────────────────────────────
+    CodeInfo {
         code: "W0501",
         severity: Severity::Warning,
         title: "bucket shares sum under 100%",
@@ -1193,6 +1220,7 @@ mod tests {
         ("W0401", Severity::Warning),
         ("W0402", Severity::Warning),
         ("W0403", Severity::Warning),
+        ("W0404", Severity::Warning),
         ("E0501", Severity::Error),
         ("W0501", Severity::Warning),
         ("E0502", Severity::Error),

@@ -6,8 +6,11 @@
 //! formats. Codes come from the registry in [`crate::codes`]; a test keeps the two in
 //! step.
 
+use std::borrow::Cow;
 use std::fmt;
+use std::path::{Component, Path};
 
+use percent_encoding::{percent_encode, AsciiSet, CONTROLS};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -210,8 +213,27 @@ pub fn to_json(reports: &[FileReport]) -> Value {
     json!({ "diagnostics": diagnostics, "errors": errors, "warnings": warnings })
 }
 
-/// SARIF 2.1.0, one run, one rule per code that occurs.
+/// SARIF 2.1.0, one run, one rule per code that occurs. Paths in `reports` are taken
+/// relative to the current directory, which becomes the `%SRCROOT%` base; see
+/// [`to_sarif_in`].
 pub fn to_sarif(reports: &[FileReport]) -> Value {
+    to_sarif_in(reports, std::env::current_dir().ok().as_deref())
+}
+
+/// The `uriBaseId` of artifact URIs relative to the directory the paths were given in.
+pub const SARIF_SRCROOT: &str = "%SRCROOT%";
+
+/// SARIF 2.1.0 for `reports`, whose relative paths are relative to `cwd`.
+///
+/// Every `artifactLocation.uri` is an RFC 3986 URI reference (SARIF §3.4.3), its path
+/// segments percent-encoded as UTF-8. A file under `cwd` (given relative or absolute)
+/// gets a relative reference with `uriBaseId` `%SRCROOT%`, declared in
+/// `run.originalUriBaseIds` as the `file:` URI of `cwd`; any other file gets an
+/// absolute `file:` URI. With no `cwd` (or a relative one), relative paths are still
+/// relative to `%SRCROOT%` but the base is left undeclared (§3.14.14 allows that).
+/// Paths are normalized lexically (`.` dropped, `..` folded), as URI resolution would.
+pub fn to_sarif_in(reports: &[FileReport], cwd: Option<&Path>) -> Value {
+    let base = cwd.filter(|c| c.is_absolute()).map(lexical);
     let located: Vec<Located> = reports.iter().flat_map(FileReport::located).collect();
     let mut codes: Vec<&'static str> = located.iter().map(|l| l.code).collect();
     codes.sort_unstable();
@@ -231,6 +253,7 @@ pub fn to_sarif(reports: &[FileReport]) -> Value {
             })
         })
         .collect();
+    let mut uses_srcroot = false;
     let results: Vec<Value> = located
         .iter()
         .map(|l| {
@@ -239,6 +262,8 @@ pub fn to_sarif(reports: &[FileReport]) -> Value {
                 message.push_str("\nhelp: ");
                 message.push_str(help);
             }
+            let artifact = artifact_location(&l.file, base.as_deref());
+            uses_srcroot |= artifact.base.is_some();
             json!({
                 "ruleId": l.code,
                 "ruleIndex": codes.iter().position(|c| *c == l.code).unwrap_or(0),
@@ -246,7 +271,7 @@ pub fn to_sarif(reports: &[FileReport]) -> Value {
                 "message": { "text": message },
                 "locations": [{
                     "physicalLocation": {
-                        "artifactLocation": { "uri": sarif_uri(&l.file) },
+                        "artifactLocation": artifact.to_json(),
                         "region": {
                             "startLine": l.line,
                             "startColumn": l.column,
@@ -258,21 +283,33 @@ pub fn to_sarif(reports: &[FileReport]) -> Value {
             })
         })
         .collect();
+    let mut run = json!({
+        "tool": {
+            "driver": {
+                "name": "ctxpack",
+                "version": env!("CARGO_PKG_VERSION"),
+                "informationUri": "https://example.invalid/ctxpack",
+                "rules": rules,
+            }
+        },
+        "columnKind": "unicodeCodePoints",
+        "results": results,
+    });
+    if let (true, Some(base), Some(map)) = (uses_srcroot, &base, run.as_object_mut()) {
+        map.insert(
+            "originalUriBaseIds".to_owned(),
+            json!({
+                SARIF_SRCROOT: {
+                    "uri": directory_uri(base),
+                    "description": { "text": "The directory ctxpack ran in." },
+                }
+            }),
+        );
+    }
     json!({
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
-        "runs": [{
-            "tool": {
-                "driver": {
-                    "name": "ctxpack",
-                    "version": env!("CARGO_PKG_VERSION"),
-                    "informationUri": "https://example.invalid/ctxpack",
-                    "rules": rules,
-                }
-            },
-            "columnKind": "unicodeCodePoints",
-            "results": results,
-        }]
+        "runs": [run],
     })
 }
 
@@ -283,8 +320,179 @@ fn sarif_level(severity: Severity) -> &'static str {
     }
 }
 
-fn sarif_uri(path: &str) -> String {
-    path.replace('\\', "/")
+/// What RFC 3986 does not allow raw in a path segment: everything but `pchar`
+/// (unreserved, sub-delims, `:` and `@`). Non-ASCII bytes are always encoded.
+const SEGMENT: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'/')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'[')
+    .add(b'\\')
+    .add(b']')
+    .add(b'^')
+    .add(b'`')
+    .add(b'{')
+    .add(b'|')
+    .add(b'}');
+
+/// The first segment of a relative reference: a `:` there would read as a scheme
+/// delimiter (RFC 3986 §4.2), so it is encoded too.
+const FIRST_SEGMENT: &AsciiSet = &SEGMENT.add(b':');
+
+/// A SARIF `artifactLocation`: `uri`, relative to `base` when that is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ArtifactUri {
+    uri: String,
+    base: Option<&'static str>,
+}
+
+impl ArtifactUri {
+    fn to_json(&self) -> Value {
+        match self.base {
+            Some(base) => json!({ "uri": self.uri, "uriBaseId": base }),
+            None => json!({ "uri": self.uri }),
+        }
+    }
+}
+
+/// The location of `path` (as given on the command line, so relative to `cwd`), where
+/// `cwd` is absolute and already [`lexical`].
+fn artifact_location(path: &str, cwd: Option<&[Component<'_>]>) -> ArtifactUri {
+    let given = Path::new(path);
+    let mut parts = Vec::new();
+    if let (Some(cwd), false) = (cwd, given.is_absolute()) {
+        parts.extend_from_slice(cwd);
+    }
+    push_lexical(&mut parts, given);
+    if let Some(rest) = cwd.and_then(|cwd| parts.strip_prefix(cwd)) {
+        if !rest.is_empty() {
+            return ArtifactUri {
+                uri: relative_uri(rest),
+                base: Some(SARIF_SRCROOT),
+            };
+        }
+    }
+    if parts.iter().any(|c| matches!(c, Component::RootDir)) {
+        ArtifactUri {
+            uri: file_uri(&parts),
+            base: None,
+        }
+    } else {
+        // Relative with no known cwd (or `C:x` on Windows): still a relative reference.
+        ArtifactUri {
+            uri: relative_uri(&parts),
+            base: Some(SARIF_SRCROOT),
+        }
+    }
+}
+
+/// `path`'s components with `.` dropped and `..` folded into its parent where there is
+/// one, as RFC 3986 §5.2.4 removes dot segments.
+fn lexical(path: &Path) -> Vec<Component<'_>> {
+    let mut parts = Vec::new();
+    push_lexical(&mut parts, path);
+    parts
+}
+
+fn push_lexical<'a>(parts: &mut Vec<Component<'a>>, path: &'a Path) {
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => match parts.last() {
+                Some(Component::Normal(_)) => {
+                    parts.pop();
+                }
+                // `/..` is `/`.
+                Some(Component::RootDir) => {}
+                _ => parts.push(component),
+            },
+            // A rooted path replaces what it is joined to, keeping a drive prefix
+            // (`C:`) on Windows as `Path::join` does.
+            Component::RootDir => {
+                let prefix = parts
+                    .first()
+                    .copied()
+                    .filter(|p| matches!(p, Component::Prefix(_)));
+                parts.clear();
+                parts.extend(prefix);
+                parts.push(component);
+            }
+            Component::Prefix(_) => {
+                parts.clear();
+                parts.push(component);
+            }
+            Component::Normal(_) => parts.push(component),
+        }
+    }
+}
+
+/// A relative reference from relative components (no root or prefix).
+fn relative_uri(parts: &[Component<'_>]) -> String {
+    let mut uri = String::new();
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            uri.push('/');
+        }
+        let set = if i == 0 { FIRST_SEGMENT } else { SEGMENT };
+        push_segment(&mut uri, part, set);
+    }
+    uri
+}
+
+/// `file:` + an absolute path with an empty authority (RFC 8089): `file:///a/b`.
+fn file_uri(parts: &[Component<'_>]) -> String {
+    let mut uri = String::from("file://");
+    for part in parts {
+        if *part != Component::RootDir {
+            uri.push('/');
+            push_segment(&mut uri, part, SEGMENT);
+        }
+    }
+    if uri.len() == "file://".len() {
+        uri.push('/');
+    }
+    uri
+}
+
+/// The `file:` URI of a directory, ending with `/` as SARIF §3.14.14 requires.
+fn directory_uri(parts: &[Component<'_>]) -> String {
+    let mut uri = file_uri(parts);
+    if !uri.ends_with('/') {
+        uri.push('/');
+    }
+    uri
+}
+
+fn push_segment(uri: &mut String, part: &Component<'_>, set: &'static AsciiSet) {
+    match part {
+        Component::ParentDir => uri.push_str(".."),
+        Component::CurDir => uri.push('.'),
+        other => {
+            let bytes = os_bytes(other.as_os_str());
+            uri.extend(percent_encode(&bytes, set));
+        }
+    }
+}
+
+/// A path component's bytes: exact on Unix, where names need not be UTF-8; elsewhere
+/// its UTF-8 (lossy) form.
+#[cfg(unix)]
+fn os_bytes(s: &std::ffi::OsStr) -> Cow<'_, [u8]> {
+    use std::os::unix::ffi::OsStrExt;
+    Cow::Borrowed(s.as_bytes())
+}
+
+#[cfg(not(unix))]
+fn os_bytes(s: &std::ffi::OsStr) -> Cow<'_, [u8]> {
+    match s.to_string_lossy() {
+        Cow::Borrowed(s) => Cow::Borrowed(s.as_bytes()),
+        Cow::Owned(s) => Cow::Owned(s.into_bytes()),
+    }
 }
 
 /// GitHub workflow commands, one line per diagnostic, exactly
@@ -317,7 +525,50 @@ fn escape_property(s: &str) -> String {
 /// A diagnostic bound to its file, for miette's graphical handler.
 pub struct Rendered<'a> {
     pub diagnostic: &'a Diagnostic,
-    pub source: &'a miette::NamedSource<String>,
+    pub source: &'a Excerpts,
+}
+
+/// A file's text for miette's excerpts. miette's own sources report, as an excerpt's
+/// `line_count`, the line number where the excerpt ends rather than how many lines it
+/// has, so its renderer merges the excerpts of two labels that are far apart into one
+/// long one (every line between a duplicate and its first definition). This source
+/// reports the excerpt's own number of lines: labels far apart get an excerpt each.
+pub struct Excerpts {
+    name: String,
+    text: String,
+}
+
+impl Excerpts {
+    pub fn new(name: impl Into<String>, text: impl Into<String>) -> Self {
+        Excerpts {
+            name: name.into(),
+            text: text.into(),
+        }
+    }
+}
+
+impl miette::SourceCode for Excerpts {
+    fn read_span<'a>(
+        &'a self,
+        span: &miette::SourceSpan,
+        context_lines_before: usize,
+        context_lines_after: usize,
+    ) -> Result<Box<dyn miette::SpanContents<'a> + 'a>, miette::MietteError> {
+        let inner = self
+            .text
+            .read_span(span, context_lines_before, context_lines_after)?;
+        let data = inner.data();
+        let lines =
+            data.iter().filter(|&&b| b == b'\n').count() + usize::from(!data.ends_with(b"\n"));
+        Ok(Box::new(miette::MietteSpanContents::new_named(
+            self.name.clone(),
+            data,
+            *inner.span(),
+            inner.line(),
+            inner.column(),
+            lines.saturating_sub(1),
+        )))
+    }
 }
 
 impl fmt::Debug for Rendered<'_> {
@@ -375,7 +626,7 @@ impl miette::Diagnostic for Rendered<'_> {
 
 /// miette's graphical rendering of every diagnostic in `report`, with or without color.
 pub fn to_human(report: &FileReport, color: bool) -> String {
-    let source = miette::NamedSource::new(&report.path, report.source.clone());
+    let source = Excerpts::new(&report.path, report.source.clone());
     let theme = if color {
         miette::GraphicalTheme::unicode()
     } else {
@@ -397,4 +648,79 @@ pub fn to_human(report: &FileReport, color: bool) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod sarif_uri_tests {
+    use std::path::Path;
+
+    use super::{artifact_location, directory_uri, lexical, ArtifactUri, SARIF_SRCROOT};
+
+    fn at(path: &str, cwd: Option<&str>) -> ArtifactUri {
+        let cwd = cwd.map(Path::new);
+        let base = cwd.map(lexical);
+        artifact_location(path, base.as_deref())
+    }
+
+    fn relative(uri: &str) -> ArtifactUri {
+        ArtifactUri {
+            uri: uri.to_owned(),
+            base: Some(SARIF_SRCROOT),
+        }
+    }
+
+    fn absolute(uri: &str) -> ArtifactUri {
+        ArtifactUri {
+            uri: uri.to_owned(),
+            base: None,
+        }
+    }
+
+    #[test]
+    fn relative_paths_are_encoded_segment_by_segment() {
+        let cwd = Some("/w");
+        assert_eq!(
+            at("sub/my file.ctxpack", cwd),
+            relative("sub/my%20file.ctxpack")
+        );
+        assert_eq!(
+            at("sub/we,ird:100%.ctxpack", cwd),
+            relative("sub/we,ird:100%25.ctxpack")
+        );
+        assert_eq!(at("a:b/c:d.ctxpack", cwd), relative("a%3Ab/c:d.ctxpack"));
+        assert_eq!(at("./x#?.ctxpack", cwd), relative("x%23%3F.ctxpack"));
+        assert_eq!(at("café.ctxpack", cwd), relative("caf%C3%A9.ctxpack"));
+        assert_eq!(at("a\\b.ctxpack", cwd), relative("a%5Cb.ctxpack"));
+        assert_eq!(at("sub//./x/../y", cwd), relative("sub/y"));
+    }
+
+    #[test]
+    fn absolute_paths_are_relative_under_cwd_and_file_uris_elsewhere() {
+        let cwd = Some("/w d");
+        assert_eq!(at("/w d/s/a b", cwd), relative("s/a%20b"));
+        assert_eq!(at("/w d/../w d/a:b", cwd), relative("a%3Ab"));
+        assert_eq!(at("/w dx/a", cwd), absolute("file:///w%20dx/a"));
+        assert_eq!(
+            at("/elsewhere/a:b%", cwd),
+            absolute("file:///elsewhere/a:b%25")
+        );
+        assert_eq!(at("../up/a", cwd), absolute("file:///up/a"));
+        assert_eq!(at("../../../a", cwd), absolute("file:///a"));
+        assert_eq!(at("/a b", None), absolute("file:///a%20b"));
+    }
+
+    #[test]
+    fn without_a_cwd_relative_paths_stay_relative() {
+        assert_eq!(at("x/../../a:b", None), relative("../a:b"));
+        assert_eq!(at("a:b", None), relative("a%3Ab"));
+    }
+
+    #[test]
+    fn directory_uris_end_with_a_slash() {
+        assert_eq!(directory_uri(&lexical(Path::new("/"))), "file:///");
+        assert_eq!(
+            directory_uri(&lexical(Path::new("/tmp/wörk dir/"))),
+            "file:///tmp/w%C3%B6rk%20dir/"
+        );
+    }
 }

@@ -30,15 +30,19 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
     let sum: u64 = shares.values().sum();
     if duplicated {
     } else if sum > PPM {
-        diags.push(
-            Diagnostic::new(
-                "E0501",
-                budget.keyword,
-                format!("bucket shares sum to {}, over 100%", percent(sum)),
-            )
-            .with_label("over-allocated budget")
-            .with_help("lower some `share`s so that they sum to 100%"),
-        );
+        let mut d = Diagnostic::new(
+            "E0501",
+            budget.keyword,
+            format!("bucket shares sum to {}, over 100%", percent(sum)),
+        )
+        .with_label("over-allocated budget")
+        .with_help("lower some `share`s so that they sum to 100%");
+        for b in &budget.buckets {
+            if let (Some(share), Some(span)) = (b.share_ppm, b.share_span) {
+                d = d.with_secondary(span, format!("`{}`: {}", b.name, percent(share)));
+            }
+        }
+        diags.push(d);
     } else if sum < PPM && !budget.buckets.is_empty() {
         diags.push(
             Diagnostic::new(

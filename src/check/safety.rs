@@ -1,13 +1,19 @@
 //! Tools against safety: approval ceilings (E0401, the core safety check), risk vs
 //! approval (E0402), prohibited tools (E0403), names the providers refuse (E0404),
-//! unused and undescribed tools (W0401, W0402) and approval raises that an intent
-//! cannot honor (W0403).
+//! kinds outside the standard set (W0404), unused and undescribed tools (W0401,
+//! W0402) and approval raises that an intent cannot honor (W0403).
 
 use std::collections::{HashMap, HashSet};
 
 use crate::artifact::Approval;
 use crate::diagnostic::Diagnostic;
 use crate::ir::{EffectIr, Pack};
+
+/// The standard tool kinds: what a tool does to the world, from reading to
+/// administering. A pack's own kind is written with an `x_` prefix (`x_billing`).
+pub const TOOL_KINDS: &[&str] = &[
+    "read", "search", "write", "delete", "notify", "execute", "deploy", "payment", "admin",
+];
 
 /// The longest tool name both providers accept (OpenAI's `function.name` and
 /// Anthropic's tool `name`: `^[a-zA-Z0-9_-]{1,64}$`).
@@ -118,6 +124,26 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
                 );
             }
         }
+        if let (Some(kind), Some(span)) = (&tool.kind, tool.kind_span) {
+            if !TOOL_KINDS.contains(&kind.as_str()) && !kind.starts_with("x_") {
+                let help = match crate::diagnostic::nearest(kind, TOOL_KINDS.iter().copied()) {
+                    Some(near) => format!("did you mean `{near}`? The standard kinds are {}; write a kind of your own as `x_{kind}`", kinds_list()),
+                    None => format!("the standard kinds are {}; write a kind of your own as `x_{kind}`", kinds_list()),
+                };
+                diags.push(
+                    Diagnostic::new(
+                        "W0404",
+                        span,
+                        format!(
+                            "tool `{}` has kind `{kind}`, which is not a standard kind",
+                            tool.name
+                        ),
+                    )
+                    .with_label("not a standard kind")
+                    .with_help(help),
+                );
+            }
+        }
         if tool.name.chars().count() > MAX_TOOL_NAME {
             diags.push(
                 Diagnostic::new(
@@ -223,4 +249,10 @@ fn needed_safety(approval: Approval) -> &'static str {
         Approval::Confirm => "supervised",
         Approval::Review => "reviewed",
     }
+}
+
+/// `read`, `search`, … and `admin`, for help texts.
+fn kinds_list() -> String {
+    let quoted: Vec<String> = TOOL_KINDS.iter().map(|k| format!("`{k}`")).collect();
+    quoted.join(", ")
 }

@@ -229,6 +229,7 @@ impl Builder {
                 name_span: at,
                 description: Some(t.description.clone()).filter(|d| !d.is_empty()),
                 kind: Some(t.kind.clone()),
+                kind_span: None,
                 risk: Some((t.risk, at)),
                 approval: Some((t.approval, at)),
                 input: t.input.clone(),
@@ -346,6 +347,11 @@ impl Builder {
             span: at,
         });
         false
+    }
+
+    /// Whether `ident` is the first definition of its name (not an E0101 duplicate).
+    fn is_first(&self, kind: SymbolKind, ident: &ast::Ident) -> bool {
+        self.first.get(&(kind, ident.name.clone())) == Some(&ident.span)
     }
 
     fn declare_named(&mut self, kind: SymbolKind, ident: &ast::Ident) {
@@ -556,7 +562,12 @@ impl Builder {
                         }
                     }
                 }
-                ItemKind::Tool(t) => self.tool(t, item.doc.clone(), &mut diags),
+                // A second definition was reported (E0101); checking its body too
+                // would report the first mistake again in other words (E0401, ...).
+                ItemKind::Tool(t) if self.is_first(SymbolKind::Tool, &t.name) => {
+                    self.tool(t, item.doc.clone(), &mut diags)
+                }
+                ItemKind::Tool(_) => {}
                 ItemKind::Prohibit(names) => {
                     for n in names {
                         self.pack.prohibitions.push(NameRef {
@@ -799,6 +810,7 @@ impl Builder {
             name_span: t.name.span,
             description: t.description.as_ref().map(|d| d.value.clone()),
             kind: t.kind.as_ref().map(|k| k.name.clone()),
+            kind_span: t.kind.as_ref().map(|k| k.span),
             risk: t.risk.map(|r| (r.value, r.span)),
             approval: t.approval.map(|a| (a.value, a.span)),
             input,

@@ -160,6 +160,8 @@ pub struct ToolIr {
     pub name_span: Span,
     pub description: Option<String>,
     pub kind: Option<String>,
+    /// Where the kind is written; `None` for an imported tool.
+    pub kind_span: Option<Span>,
     pub risk: Option<(Risk, Span)>,
     pub approval: Option<(Approval, Span)>,
     /// JSON Schema of the input.

@@ -52,6 +52,9 @@ impl<'s> Driver<'s> {
     fn file(&mut self) -> File {
         let mut pos = self.skip_trivia(0);
         let mut header = None;
+        // A `pack` header that failed to parse has been reported; it is not also
+        // "missing".
+        let mut header_attempted = false;
         let mut items = Vec::new();
         while pos < self.source.len() {
             let rest = &self.source[pos..];
@@ -82,12 +85,13 @@ impl<'s> Driver<'s> {
                         pos = self.skip_trivia(end);
                     }
                     Err(error_at) => {
+                        header_attempted = true;
                         pos = self.recover(pos, error_at);
                     }
                 }
                 continue;
             }
-            if header.is_none() && items.is_empty() {
+            if header.is_none() && items.is_empty() && !header_attempted {
                 let end = token_end(self.source, pos);
                 self.diags.push(
                     Diagnostic::new("E0001", Span::new(pos, end), "expected the pack header")
@@ -195,6 +199,24 @@ impl<'s> Driver<'s> {
             );
             return;
         }
+        let rest = &self.source[at.min(self.source.len())..];
+        let escape = names.contains(&"`u{`") && at > 0 && self.source[..at].ends_with('\\');
+        let (span, found, help) = match mistaken_operator(rest, &names) {
+            Some((token, fix)) => (
+                Span::new(at, at + token.len()),
+                format!("`{token}`"),
+                Some(fix.to_owned()),
+            ),
+            None if escape => (
+                span,
+                found,
+                Some(format!(
+                    "`\\{}` is not an escape: strings know `\\\"`, `\\\\`, `\\n`, `\\t`, `\\u{{…}}` and `\\{{{{`. Write a backslash as `\\\\`: the regular expression `\\d` is the string `\"\\\\d\"`",
+                    rest.chars().next().unwrap_or(' ')
+                )),
+            ),
+            None => (span, found, syntax_help(&names)),
+        };
         self.diags.push(
             Diagnostic::new(
                 "E0001",
@@ -202,7 +224,7 @@ impl<'s> Driver<'s> {
                 format!("expected {expected_text}, found {found}"),
             )
             .with_label(format!("expected {expected_text}"))
-            .with_help_opt(syntax_help(&names)),
+            .with_help_opt(help),
         );
     }
 
@@ -1462,6 +1484,35 @@ fn describe(rule: Rule) -> Option<&'static str> {
 }
 
 /// Help for the syntax errors where the expected list alone does not tell the story.
+/// An operator from another language where the grammar wanted a comparison or a
+/// boolean operator: the token and the fix.
+fn mistaken_operator(rest: &str, expected: &[&str]) -> Option<(&'static str, &'static str)> {
+    let comparison_expected = expected.contains(&"a comparison operator");
+    if rest.starts_with('!') && !rest.starts_with("!=") && expected.contains(&"an expression") {
+        Some((
+            "!",
+            "write `not` instead of `!`: conditions use `and`, `or` and `not`",
+        ))
+    } else if rest.starts_with("&&") {
+        Some((
+            "&&",
+            "write `and` instead of `&&`: conditions use `and`, `or` and `not`",
+        ))
+    } else if rest.starts_with("||") {
+        Some((
+            "||",
+            "write `or` instead of `||`: conditions use `and`, `or` and `not`",
+        ))
+    } else if comparison_expected && rest.starts_with('=') && !rest.starts_with("==") {
+        Some((
+            "=",
+            "did you mean `==`? Conditions compare with `==` and `!=`; `=` assigns nothing here",
+        ))
+    } else {
+        None
+    }
+}
+
 fn syntax_help(expected: &[&str]) -> Option<String> {
     let has = |s: &str| expected.iter().any(|e| e.contains(s));
     if expected.is_empty() {
@@ -1475,6 +1526,8 @@ fn syntax_help(expected: &[&str]) -> Option<String> {
         Some("an intent's body takes `description`, `safety`, `tools`, `task` and `budget`, then `}`".to_owned())
     } else if has("`refuse`") {
         Some("after `when CONDITION` come the effects: `refuse`, `escalate`, `require_approval`, `deny`, `redact`, `instruct`".to_owned())
+    } else if expected == ["`version`"] {
+        Some("the header is `pack \"scope/name\" version \"X.Y.Z\"`".to_owned())
     } else if has("an item") {
         Some("items start with `import`, `description`, `context`, `prompt`, `budget`, `tool`, `prohibit`, `intent`, `redactor`, `policy` or `block`".to_owned())
     } else {
