@@ -307,7 +307,7 @@ pub fn to_sarif_in(reports: &[FileReport], cwd: Option<&Path>) -> Value {
         );
     }
     json!({
-        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "$schema": "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json",
         "version": "2.1.0",
         "runs": [run],
     })

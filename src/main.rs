@@ -1,7 +1,7 @@
 //! The `ctxpack` command line. Argument parsing and dispatch only: every command's
 //! work lives in the library (`ctxpack::commands`).
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use ctxpack::commands::{
     self, build::BuildArgs, check::CheckArgs, compile::CompileArgs, diff::DiffArgs, exit,
     fmt::FmtArgs, lsp::LspArgs, publish::PublishArgs, test::TestArgs, verify::VerifyArgs,
@@ -30,8 +30,8 @@ struct Cli {
 enum Command {
     /// Check packs for errors and warnings.
     ///
-    /// Exit codes: 0 clean, 1 errors found (or warnings with --deny-warnings),
-    /// 2 usage error, 3 a path could not be read.
+    /// Exit codes: 0 clean, 1 errors found (or warnings with --deny-warnings, or no
+    /// `.ctxpack` file at all), 2 usage error, 3 a path could not be read.
     #[command(
         after_help = "Examples:\n  ctxpack check packs/\n  ctxpack check --format json support.ctxpack\n  ctxpack check --deny-warnings --format github packs/"
     )]
@@ -106,6 +106,14 @@ enum Command {
         after_help = "Examples:\n  ctxpack diff v1.json v2.json\n  ctxpack diff acme/support@1.0.0 acme/support@1.1.0\n  ctxpack diff --format json --exit-code old.json new.json"
     )]
     Diff(DiffArgs),
+    /// Print a shell completion script for ctxpack.
+    #[command(
+        after_help = "Examples:\n  ctxpack completions bash > ~/.local/share/bash-completion/completions/ctxpack\n  ctxpack completions zsh > ~/.zfunc/_ctxpack\n  ctxpack completions fish > ~/.config/fish/completions/ctxpack.fish"
+    )]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
 fn main() {
@@ -141,6 +149,15 @@ fn main() {
         Command::Publish(args) => commands::publish::run(args),
         Command::Versions(args) => commands::versions::run(args),
         Command::Diff(args) => commands::diff::run(args),
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                *shell,
+                &mut Cli::command(),
+                "ctxpack",
+                &mut std::io::stdout(),
+            );
+            exit::OK
+        }
     };
     std::process::exit(code);
 }

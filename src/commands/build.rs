@@ -1,17 +1,18 @@
 //! `ctxpack build PACK`: check and lower a pack to its pinned artifact.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use super::exit;
-use super::CliError;
+use super::{exit, files, CliError, Failures};
 use crate::build::{build_file, BuildError, BuildOptions};
 use crate::diagnostic::{self, FileReport};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct BuildArgs {
-    /// The pack source (`.ctxpack`).
+    /// The pack source (`.ctxpack`), `-` for standard input, or a directory: every
+    /// pack in it, recursively, each to its default output.
     pub pack: PathBuf,
-    /// Where to write the artifact [default: target/ctxpack/<scope>/<name>/<version>.json].
+    /// Where to write the artifact [default: target/ctxpack/<scope>/<name>/<version>.json];
+    /// only for a single pack.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// Indent the JSON for people. The hash is always over the canonical bytes.
@@ -29,33 +30,60 @@ pub struct BuildArgs {
 }
 
 pub fn run(args: &BuildArgs) -> i32 {
-    match execute(args) {
-        Ok(()) => exit::OK,
-        Err(e) => {
+    let mut failures = Failures::new(args.json_errors);
+    let packs = if args.pack.is_dir() {
+        match files::collect(std::slice::from_ref(&args.pack), ".ctxpack") {
+            Ok(packs) if packs.is_empty() => {
+                let message = format!("no `.ctxpack` files in `{}`", args.pack.display());
+                failures.push(CliError::new("no_packs", exit::FAILED, message));
+                return failures.finish(exit::OK);
+            }
+            Ok(packs) if args.output.is_some() => {
+                let message = format!(
+                    "`-o` names one artifact, but `{}` holds {} packs; build them to their default paths",
+                    args.pack.display(),
+                    packs.len()
+                );
+                failures.push(CliError::new("usage", exit::USAGE, message));
+                return failures.finish(exit::OK);
+            }
+            Ok(packs) => packs,
+            Err(message) => {
+                failures.push(CliError::new("unreadable_input", exit::UNREADABLE, message));
+                return failures.finish(exit::OK);
+            }
+        }
+    } else {
+        vec![args.pack.clone()]
+    };
+    for pack in &packs {
+        if let Err(e) = execute(args, pack) {
+            let (error, report) = *e;
             if !args.json_errors {
-                if let Some(report) = &e.1 {
+                if let Some(report) = &report {
                     eprint!("{}", diagnostic::to_human(report, super::stderr_color()));
                 }
             }
-            e.0.report(args.json_errors);
-            if !args.json_errors && e.0.kind == "lock_would_change" {
+            let lock = error.kind == "lock_would_change";
+            failures.push(error);
+            if !args.json_errors && lock {
                 eprintln!("help: run `ctxpack build` without `--locked` to update the lockfile, and commit it");
             }
-            e.0.exit_code
         }
     }
+    failures.finish(exit::OK)
 }
 
 /// A build failure, with the check report to show people when there is one.
 type Failure = Box<(CliError, Option<FileReport>)>;
 
-fn execute(args: &BuildArgs) -> Result<(), Failure> {
+fn execute(args: &BuildArgs, pack: &Path) -> Result<(), Failure> {
     let options = BuildOptions {
         registry: args.registry.clone(),
         locked: args.locked,
         write_lock: true,
     };
-    let built = build_file(&args.pack, &options).map_err(|e| match e {
+    let built = build_file(pack, &options).map_err(|e| match e {
         BuildError::Diagnostics(report) => {
             let (errors, _) = diagnostic::tally(std::slice::from_ref(&report));
             let message = format!(

@@ -73,7 +73,9 @@ pub fn run(args: &CheckArgs) -> i32 {
                 eprint!("{}", diagnostic::to_human(report, color));
             }
             if reports.is_empty() {
-                eprintln!("warning: no `.ctxpack` files found");
+                eprintln!(
+                    "error: no `.ctxpack` files found (a check of nothing would pass silently)"
+                );
             } else {
                 eprintln!(
                     "checked {} file{}: {errors} error{}, {warnings} warning{}",
@@ -88,7 +90,7 @@ pub fn run(args: &CheckArgs) -> i32 {
         Format::Sarif => println!("{}", pretty(&diagnostic::to_sarif(&reports))),
         Format::Github => print!("{}", diagnostic::to_github(&reports)),
     }
-    if errors > 0 || (args.deny_warnings && warnings > 0) {
+    if reports.is_empty() || errors > 0 || (args.deny_warnings && warnings > 0) {
         exit::FAILED
     } else {
         exit::OK

@@ -126,6 +126,24 @@ pub fn run(args: &CompileArgs) -> i32 {
 
 /// Does the work of `compile` and returns what to print.
 pub fn execute(args: &CompileArgs) -> Result<String, CliError> {
+    let stdin_inputs = [
+        Some(Path::new(&args.pack)),
+        Some(args.run.as_path()),
+        Some(args.request.as_path()),
+        args.evidence.as_deref(),
+        args.memory.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .filter(|p| crate::source::is_stdin(p))
+    .count();
+    if stdin_inputs > 1 {
+        return Err(CliError::new(
+            "usage",
+            super::exit::USAGE,
+            "only one input can be read from standard input (`-`)",
+        ));
+    }
     let registry = Registry::from_env_or(args.registry.as_deref());
     let artifact = load_pack(&args.pack, &registry)?;
     let run = read_document(&args.run)?;
@@ -175,28 +193,24 @@ fn pretty(value: &Value) -> String {
     s
 }
 
-/// Reads a JSON document, or YAML for `.yaml`/`.yml` files. Exit 3 when the file is
-/// missing, unreadable or unparseable.
+/// Reads a JSON document, or YAML for `.yaml`/`.yml` files; `-` reads standard
+/// input (JSON, or else YAML). Exit 3 when the file is missing, unreadable or
+/// unparseable.
 pub fn read_document(path: &Path) -> Result<Value, CliError> {
-    let bytes = std::fs::read(path).map_err(|e| {
-        CliError::new(
-            "unreadable_input",
-            3,
-            format!("cannot read `{}`: {e}", path.display()),
-        )
-    })?;
+    let bytes = crate::source::read_bytes(path)
+        .map_err(|message| CliError::new("unreadable_input", 3, message))?;
     parse_document(path, &bytes)
 }
 
 pub(crate) fn parse_document(path: &Path, bytes: &[u8]) -> Result<Value, CliError> {
-    let yaml = matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("yaml" | "yml")
-    );
-    let parsed = if yaml {
-        serde_norway::from_slice::<Value>(bytes).map_err(|e| e.to_string())
-    } else {
-        serde_json::from_slice::<Value>(bytes).map_err(|e| e.to_string())
+    // A byte-order mark is not part of a document.
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let yaml = || serde_norway::from_slice::<Value>(bytes).map_err(|e| e.to_string());
+    let json = || serde_json::from_slice::<Value>(bytes).map_err(|e| e.to_string());
+    let parsed = match path.extension().and_then(|e| e.to_str()) {
+        Some("yaml" | "yml") => yaml(),
+        _ if crate::source::is_stdin(path) => json().or_else(|e| yaml().map_err(|_| e)),
+        _ => json(),
     };
     parsed.map_err(|e| {
         CliError::new(
@@ -207,11 +221,23 @@ pub(crate) fn parse_document(path: &Path, bytes: &[u8]) -> Result<Value, CliErro
     })
 }
 
-/// Loads and verifies an artifact file or, when no such file exists, a pinned
-/// registry reference (see [`Registry::load`]).
+/// Loads and verifies an artifact file (`-` for standard input), builds a `.ctxpack`
+/// source in memory (imports from `registry`, checked against its `ctxpack.lock`,
+/// which is not written), or, when no such file exists, loads a pinned registry
+/// reference (see [`Registry::load`]).
 pub fn load_pack(pack: &str, registry: &Registry) -> Result<Artifact, CliError> {
     let path = Path::new(pack);
-    if !path.is_file() {
+    if path.extension().is_some_and(|e| e == "ctxpack") && path.is_file() {
+        let options = crate::build::BuildOptions {
+            registry: Some(registry.root().to_path_buf()),
+            locked: false,
+            write_lock: false,
+        };
+        return crate::build::build_file(path, &options)
+            .map(|built| built.artifact)
+            .map_err(super::build::build_error);
+    }
+    if !path.is_file() && !crate::source::is_stdin(path) {
         if !PackRef::looks_like_ref(pack) {
             return Err(CliError::new(
                 "unreadable_input",
@@ -231,13 +257,8 @@ pub fn load_pack(pack: &str, registry: &Registry) -> Result<Artifact, CliError> 
                 CliError::new(kind, e.exit_code(), e.to_string())
             });
     }
-    let bytes = std::fs::read(path).map_err(|e| {
-        CliError::new(
-            "unreadable_input",
-            3,
-            format!("cannot read `{}`: {e}", path.display()),
-        )
-    })?;
+    let bytes = crate::source::read_bytes(path)
+        .map_err(|message| CliError::new("unreadable_input", 3, message))?;
     verify_bytes(&bytes).map_err(|e| {
         CliError::new(
             e.kind(),

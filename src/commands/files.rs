@@ -4,10 +4,14 @@ use std::path::{Path, PathBuf};
 
 /// Expands `paths` into files: files as given, directories recursively for files whose
 /// name ends with `suffix`. Sorted, deduplicated. A path that does not exist is an
-/// error naming it.
+/// error naming it; `-` (standard input) is kept as it is.
 pub fn collect(paths: &[PathBuf], suffix: &str) -> Result<Vec<PathBuf>, String> {
     let mut out = Vec::new();
     for path in paths {
+        if crate::source::is_stdin(path) {
+            out.push(path.clone());
+            continue;
+        }
         let meta = std::fs::metadata(path)
             .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
         if meta.is_dir() {
@@ -45,5 +49,8 @@ fn walk(dir: &Path, suffix: &str, out: &mut Vec<PathBuf>) -> std::io::Result<()>
 /// A path as it should appear in diagnostics: relative paths stay as given, with
 /// forward slashes, so output is the same on every machine.
 pub fn display(path: &Path) -> String {
+    if crate::source::is_stdin(path) {
+        return "<stdin>".to_owned();
+    }
     path.to_string_lossy().replace('\\', "/")
 }

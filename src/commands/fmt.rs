@@ -24,6 +24,10 @@ pub struct FmtArgs {
     /// Change nothing: list the files that are not formatted and exit 1 if any.
     #[arg(long)]
     pub check: bool,
+    /// With `--check`: print what would change, as a unified diff, instead of the
+    /// file names.
+    #[arg(long, requires = "check")]
+    pub diff: bool,
     /// Print failures as one JSON object on stderr (syntax errors with their
     /// diagnostics, unformatted files under `--check` in `files`).
     #[arg(long)]
@@ -68,7 +72,11 @@ pub fn run(args: &FmtArgs) -> i32 {
             continue;
         }
         if args.check {
-            println!("{shown}");
+            if args.diff {
+                print!("{}", unified_diff(&shown, &source, &formatted));
+            } else {
+                println!("{shown}");
+            }
             unformatted.push(shown);
         } else if let Err(e) = std::fs::write(file, formatted) {
             failures.push(CliError::new(
@@ -153,6 +161,16 @@ fn stdin(check: bool, failures: &mut Failures) {
         }
         Err(e) => report_failure("<stdin>", text, e, failures),
     }
+}
+
+/// What formatting would change in `path`, as a unified diff (a removed byte-order
+/// mark shows as a changed first line).
+fn unified_diff(path: &str, before: &str, after: &str) -> String {
+    similar::TextDiff::from_lines(before, after)
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{path}"), &format!("b/{path}"))
+        .to_string()
 }
 
 fn report_failure(path: &str, text: &str, error: FormatError, failures: &mut Failures) {

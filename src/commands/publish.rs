@@ -41,13 +41,8 @@ fn execute(args: &PublishArgs) -> Result<(), CliError> {
             .map_err(super::build::build_error)?;
         return report(registry.publish(&built.artifact));
     }
-    let bytes = std::fs::read(&args.artifact).map_err(|e| {
-        CliError::new(
-            "unreadable_input",
-            exit::UNREADABLE,
-            format!("cannot read `{}`: {e}", args.artifact.display()),
-        )
-    })?;
+    let bytes = crate::source::read_bytes(&args.artifact)
+        .map_err(|message| CliError::new("unreadable_input", exit::UNREADABLE, message))?;
     report(registry.publish_bytes(&bytes))
 }
 

@@ -18,14 +18,10 @@ pub struct VerifyArgs {
 pub fn run(args: &VerifyArgs) -> i32 {
     let mut failures = Failures::new(args.json_errors);
     for path in &args.artifacts {
-        let bytes = match std::fs::read(path) {
+        let bytes = match crate::source::read_bytes(path) {
             Ok(b) => b,
-            Err(e) => {
-                failures.push(CliError::new(
-                    "unreadable_input",
-                    exit::UNREADABLE,
-                    format!("cannot read `{}`: {e}", path.display()),
-                ));
+            Err(message) => {
+                failures.push(CliError::new("unreadable_input", exit::UNREADABLE, message));
                 continue;
             }
         };

@@ -61,7 +61,7 @@ pub enum RegistryError {
         existing: String,
         new: String,
     },
-    #[error("`{what}` is not in the registry at `{}`", registry.display())]
+    #[error("`{what}` is not in the registry at `{}`{}", registry.display(), registry_hint(registry))]
     NotFound { what: String, registry: PathBuf },
     #[error("registry file `{}` is corrupt: {reason}", path.display())]
     Corrupt { path: PathBuf, reason: String },
@@ -71,6 +71,15 @@ pub enum RegistryError {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+/// For a registry directory that does not exist: how to name another one.
+fn registry_hint(root: &Path) -> &'static str {
+    if root.is_dir() {
+        ""
+    } else {
+        " (there is no registry there: pass `--registry DIR` or set `CTXPACK_REGISTRY`)"
+    }
 }
 
 impl RegistryError {
