@@ -350,3 +350,249 @@ fn a_byte_order_mark_changes_no_artifact_byte() {
         std::fs::read(d.join("bom.json")).unwrap()
     );
 }
+
+// ── No silent green, no dead ends ────────────────────────────────────────────
+
+#[test]
+fn check_of_no_pack_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(dir.path(), &["check", "."]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no `.ctxpack` files found"));
+}
+
+#[test]
+fn dash_reads_standard_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let shop = std::fs::read(repo("tests/conformance/packs/shop.ctxpack")).unwrap();
+    // check -
+    let o = ctxpack(d)
+        .args(["check", "--format", "json", "-"])
+        .write_stdin(BROKEN)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["diagnostics"][0]["file"], "<stdin>");
+    // build -
+    let o = ctxpack(d)
+        .args(["build", "-", "-o", "shop.json"])
+        .write_stdin(shop.clone())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // verify -
+    let artifact = std::fs::read(d.join("shop.json")).unwrap();
+    let o = ctxpack(d)
+        .args(["verify", "-"])
+        .write_stdin(artifact)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    // compile --request - (JSON or YAML)
+    let case: Value = serde_json::from_slice(
+        &std::fs::read(repo("tests/conformance/basic_supervised_refund/case.json")).unwrap(),
+    )
+    .unwrap();
+    write(d, "run.json", &case["run"].to_string());
+    let yaml = serde_norway::to_string(&case["request"]).unwrap();
+    let o = ctxpack(d)
+        .args([
+            "compile",
+            "--pack",
+            "shop.json",
+            "--run",
+            "run.json",
+            "--request",
+            "-",
+        ])
+        .write_stdin(yaml)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Two inputs cannot both be standard input.
+    let o = run(
+        d,
+        &[
+            "compile",
+            "--json-errors",
+            "--pack",
+            "-",
+            "--run",
+            "run.json",
+            "--request",
+            "-",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(json_error(&o)["kind"], "usage");
+}
+
+#[test]
+fn compile_takes_a_pack_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let case: Value = serde_json::from_slice(
+        &std::fs::read(repo("tests/conformance/basic_supervised_refund/case.json")).unwrap(),
+    )
+    .unwrap();
+    write(d, "run.json", &case["run"].to_string());
+    write(d, "request.json", &case["request"].to_string());
+    let shop = repo("tests/conformance/packs/shop.ctxpack");
+    let o = run(
+        d,
+        &[
+            "compile",
+            "--pack",
+            shop.to_str().unwrap(),
+            "--run",
+            "run.json",
+            "--request",
+            "request.json",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let env: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(env["pack"]["name"], "conformance/shop");
+    // A source with errors: exit 1, its diagnostics.
+    write(d, "broken.ctxpack", BROKEN);
+    let o = run(
+        d,
+        &[
+            "compile",
+            "--json-errors",
+            "--pack",
+            "broken.ctxpack",
+            "--run",
+            "run.json",
+            "--request",
+            "request.json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(json_error(&o)["diagnostics"][0]["code"], "E0102");
+}
+
+#[test]
+fn build_takes_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let shop = std::fs::read_to_string(repo("tests/conformance/packs/shop.ctxpack")).unwrap();
+    write(d, "packs/a/shop.ctxpack", &shop);
+    write(
+        d,
+        "packs/b/shop2.ctxpack",
+        &shop.replace("conformance/shop", "conformance/shop-two"),
+    );
+    let o = run(d, &["build", "packs"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(d
+        .join("target/ctxpack/conformance/shop/1.0.0.json")
+        .is_file());
+    assert!(d
+        .join("target/ctxpack/conformance/shop-two/1.0.0.json")
+        .is_file());
+    // -o names one artifact: refused for a directory of several.
+    let o = run(d, &["build", "packs", "-o", "x.json"]);
+    assert_eq!(o.status.code(), Some(2));
+    // An empty directory builds nothing, and says so.
+    std::fs::create_dir_all(d.join("empty")).unwrap();
+    let o = run(d, &["build", "--json-errors", "empty"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(json_error(&o)["kind"], "no_packs");
+}
+
+#[test]
+fn fmt_check_diff_shows_what_would_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "ugly.ctxpack", "pack   \"a/b\"   version \"1.0.0\"\n");
+    let o = run(d, &["fmt", "--check", "--diff", "ugly.ctxpack"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "--- a/ugly.ctxpack\n+++ b/ugly.ctxpack\n@@ -1 +1 @@\n-pack   \"a/b\"   version \"1.0.0\"\n+pack \"a/b\" version \"1.0.0\"\n"
+    );
+    // --diff belongs to --check.
+    assert_eq!(
+        run(d, &["fmt", "--diff", "ugly.ctxpack"]).status.code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn completions_for_each_shell() {
+    let dir = tempfile::tempdir().unwrap();
+    for shell in ["bash", "zsh", "fish"] {
+        let o = run(dir.path(), &["completions", shell]);
+        assert!(o.status.success());
+        let script = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            script.contains("compile") && script.contains("json-errors"),
+            "{shell}"
+        );
+    }
+}
+
+#[test]
+fn a_missing_registry_says_how_to_name_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(dir.path(), &["versions", "acme/support"]);
+    assert_eq!(o.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("--registry DIR") && stderr.contains("CTXPACK_REGISTRY"),
+        "{stderr}"
+    );
+}
+
+/// The README's example pack is formatted and checks clean, and its compile example
+/// runs as written against the inputs shipped beside the support pack.
+#[test]
+fn the_readme_examples_run_as_written() {
+    let readme = std::fs::read_to_string(repo("README.md")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let pack = readme
+        .split("```ctxpack\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .unwrap();
+    write(d, "readme.ctxpack", pack);
+    let o = run(d, &["fmt", "--check", "--diff", "readme.ctxpack"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    let o = run(d, &["check", "--deny-warnings", "readme.ctxpack"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    // The `cd packs/support` block: every `ctxpack` line without `...`, run there.
+    let block = readme
+        .split("```sh\ncd packs/support\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .unwrap()
+        .replace("\\\n", " ");
+    let support = repo("packs/support");
+    let mut ran = 0;
+    for line in block.lines().filter(|l| !l.contains("...")) {
+        let command = line.split('#').next().unwrap().trim();
+        let words: Vec<&str> = command.split_whitespace().skip(1).collect();
+        let o = Command::cargo_bin("ctxpack")
+            .unwrap()
+            .current_dir(&support)
+            .args(
+                words
+                    .iter()
+                    .map(|w| w.replace("support.json", d.join("support.json").to_str().unwrap())),
+            )
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{command}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        ran += 1;
+    }
+    assert_eq!(ran, 2, "{block}");
+}
