@@ -27,16 +27,22 @@
 //! of hundreds of evidence items cheap.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use crate::artifact::Overflow;
+use serde_json::Value;
+
+use crate::artifact::{Block, Bucket, Effect, Overflow, Policy};
 use crate::tokens::{truncate_to, Tokenizer};
 
 use super::cache::{self, Cached};
-use super::envelope::{BlockSource, ContextBlock, Trust};
 use super::error::CompileError;
-use super::inputs::Role;
+use super::inputs::CompileInputs;
+use super::memo::Contents;
+use super::policy::PolicyOutcome;
+use super::shared::{BlockSource, ContextBlock, Diagnostic, Role, StaticText, Trust};
+use super::template;
+use super::tools::{PreparedTool, ToolSurface};
 
 /// How a candidate's content becomes the text inside its wrapper.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -275,6 +281,302 @@ pub(crate) struct BucketPlan<'a> {
     pub priority: i64,
     pub overflow: Overflow,
     pub allocation: u64,
+}
+
+/// What assembly takes from the prepared pack: its blocks and policies, the texts it
+/// rendered and counted once, and the names the envelope shares.
+pub(crate) struct Prepared<'a> {
+    pub blocks: &'a [Block],
+    pub policies: &'a [Policy],
+    pub buckets: &'a [Bucket],
+    /// Each bucket's name, shared, in budget order.
+    pub bucket_names: &'a [Arc<str>],
+    pub block_names: &'a [Arc<str>],
+    pub policy_names: &'a [Arc<str>],
+    pub static_blocks: &'a [Option<StaticText>],
+    pub static_instructs: &'a [Vec<Option<StaticText>>],
+    pub tools: &'a [PreparedTool],
+    /// Whether the compile counts with the pack's own tokenizer, for which the
+    /// prepared texts were counted.
+    pub pack_tokenizer: bool,
+}
+
+/// What stage 7 assembles from: the earlier stages' results and the caller's lanes.
+pub(crate) struct Sources<'a> {
+    pub data: &'a Value,
+    pub policies: &'a PolicyOutcome<'a>,
+    pub surface: &'a ToolSurface,
+    pub inputs: &'a CompileInputs,
+    pub contents: &'a Contents,
+    pub allocations: &'a BTreeMap<String, u64>,
+}
+
+/// Stage 7: the blocks of every source — static blocks, fired instructs, surfaced
+/// tools, evidence, memory and history turns — with every bucket filled to its
+/// allocation. Template diagnostics (`R0501`) go to `diagnostics`.
+pub(crate) fn assemble_buckets<'a>(
+    prepared: &Prepared<'a>,
+    sources: &Sources<'a>,
+    counter: &dyn Counter,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Assembly, CompileError> {
+    let Sources {
+        surface,
+        inputs,
+        allocations,
+        ..
+    } = *sources;
+    let mut candidates = Vec::with_capacity(
+        prepared.blocks.len()
+            + prepared.policies.len()
+            + surface.manifest.len()
+            + inputs.evidence.len()
+            + inputs.memory.len()
+            + inputs.request.history.len(),
+    );
+    pack_blocks(prepared, sources, diagnostics, &mut candidates);
+    caller_blocks(sources, &mut candidates);
+    let plans: Vec<BucketPlan<'_>> = prepared
+        .buckets
+        .iter()
+        .zip(prepared.bucket_names)
+        .map(|(b, name)| BucketPlan {
+            name,
+            priority: b.priority,
+            overflow: b.overflow,
+            allocation: allocations.get(&b.name).copied().unwrap_or(0),
+        })
+        .collect();
+    assemble(&plans, candidates, counter)
+}
+
+/// The pack's own blocks: static blocks (templates rendered over the data, caller
+/// values redacted), the instructs of fired policies and the surfaced tools.
+fn pack_blocks<'a>(
+    prepared: &Prepared<'a>,
+    sources: &Sources<'a>,
+    diagnostics: &mut Vec<Diagnostic>,
+    candidates: &mut Vec<Candidate<'a>>,
+) {
+    let Sources {
+        data,
+        policies,
+        surface,
+        ..
+    } = *sources;
+    let redaction = &policies.redaction;
+    let redact = template::redactor(|text| redaction.apply(text));
+    let redact: Option<template::Redact<'_>> = (!redaction.is_empty()).then_some(&redact);
+    // Texts that never change are shared with the prepared pack, and their counts
+    // hold for the pack's own tokenizer.
+    let shared = |s: &'a StaticText| (&s.text, prepared.pack_tokenizer.then_some(s.tokens));
+    for ((b, text), name) in prepared
+        .blocks
+        .iter()
+        .zip(prepared.static_blocks)
+        .zip(prepared.block_names)
+    {
+        // A block whose bucket is not declared is dropped unrendered.
+        let (content, fixed) = match text {
+            Some(s) => (Cow::Borrowed(&*s.text), Some(shared(s))),
+            None if prepared.buckets.iter().any(|x| x.name == b.bucket) => {
+                let text = template::render_redacted(
+                    &b.text,
+                    data,
+                    &format!("block `{}`", b.name),
+                    diagnostics,
+                    redact,
+                );
+                (Cow::Owned(text), None)
+            }
+            None => (Cow::Borrowed(""), None),
+        };
+        candidates.push(trusted(
+            Arc::clone(name),
+            &b.bucket,
+            BlockSource::Block,
+            name,
+            b.priority,
+            content,
+            fixed,
+        ));
+    }
+    for (((p, r), texts), name) in prepared
+        .policies
+        .iter()
+        .zip(&policies.results)
+        .zip(prepared.static_instructs)
+        .zip(prepared.policy_names)
+    {
+        if !r.fired {
+            continue;
+        }
+        let instructs = p.effects.iter().filter_map(|e| match e {
+            Effect::Instruct(t) => Some(t),
+            _ => None,
+        });
+        for (n, (t, text)) in instructs.zip(texts).enumerate() {
+            let id = if n == 0 {
+                Arc::clone(name)
+            } else {
+                Arc::from(format!("{}#{}", p.name, n + 1))
+            };
+            let (text, fixed) = match text {
+                Some(s) => (Cow::Borrowed(&*s.text), Some(shared(s))),
+                None => {
+                    let text = template::render_redacted(
+                        t,
+                        data,
+                        &format!("the instruct of policy `{}`", p.name),
+                        diagnostics,
+                        redact,
+                    );
+                    (Cow::Owned(text), None)
+                }
+            };
+            candidates.push(trusted(
+                id,
+                "policy",
+                BlockSource::Policy,
+                name,
+                p.priority,
+                text,
+                fixed,
+            ));
+        }
+    }
+    for (entry, tool) in surface.manifest.iter().zip(prepared.tools) {
+        if entry.surfaced {
+            candidates.push(trusted(
+                Arc::clone(&tool.name),
+                "tools",
+                BlockSource::Tool,
+                &tool.name,
+                0,
+                Cow::Borrowed(&tool.block.text),
+                Some(shared(&tool.block)),
+            ));
+        }
+    }
+}
+
+/// The caller's lanes: evidence, promoted memory and history turns, untrusted.
+fn caller_blocks<'a>(sources: &Sources<'a>, candidates: &mut Vec<Candidate<'a>>) {
+    let Sources {
+        inputs, contents, ..
+    } = *sources;
+    for (i, (e, hash)) in inputs.evidence.iter().zip(&contents.evidence).enumerate() {
+        candidates.push(Candidate {
+            id: Arc::clone(&e.id),
+            bucket: "evidence",
+            source: BlockSource::Evidence,
+            origin: Some(Arc::clone(&e.source)),
+            trust: Trust::Untrusted,
+            priority: 0,
+            score: e.score,
+            turn: None,
+            evidence: Some(i),
+            fixed: None,
+            prefix: Prefix::Evidence {
+                id: &e.id,
+                source: &e.source,
+            },
+            raw: Cow::Borrowed(&e.content),
+            lane: Lane::Redacted {
+                escape: true,
+                hash: hash.hash,
+            },
+            suffix: "</evidence>",
+        });
+    }
+    for (m, hash) in inputs.memory.iter().zip(&contents.memory) {
+        candidates.push(Candidate {
+            id: Arc::clone(&m.id),
+            bucket: "memory",
+            source: BlockSource::Memory,
+            origin: Some(Arc::clone(&m.id)),
+            trust: Trust::Untrusted,
+            priority: 0,
+            score: m.score,
+            turn: None,
+            evidence: None,
+            fixed: None,
+            prefix: Prefix::Memory { id: &m.id },
+            raw: Cow::Borrowed(&m.content),
+            lane: Lane::Redacted {
+                escape: true,
+                hash: hash.hash,
+            },
+            suffix: "</memory>",
+        });
+    }
+    // A turn's id is the BLAKE3 of its content as supplied; a repeated content
+    // ("ok", "thanks") gets `#2`, `#3`, ... so that every id names one turn.
+    let mut seen_turns: HashMap<blake3::Hash, usize, foldhash::fast::RandomState> =
+        HashMap::with_capacity_and_hasher(inputs.request.history.len(), Default::default());
+    for (i, (t, hash)) in inputs
+        .request
+        .history
+        .iter()
+        .zip(&contents.turns)
+        .enumerate()
+    {
+        let n = seen_turns.entry(hash.hash).or_insert(0);
+        *n += 1;
+        let id = if *n > 1 {
+            Arc::from(format!("{}#{n}", hash.text))
+        } else {
+            Arc::clone(&hash.text)
+        };
+        candidates.push(Candidate {
+            id,
+            bucket: "session",
+            source: BlockSource::Session,
+            // The turn index, written out by the assembly for kept turns only.
+            origin: None,
+            trust: Trust::Untrusted,
+            priority: 0,
+            score: 0.0,
+            turn: Some((i, t.role)),
+            evidence: None,
+            fixed: None,
+            prefix: Prefix::Fixed(t.role.prefix()),
+            raw: Cow::Borrowed(&t.content),
+            lane: Lane::Redacted {
+                escape: false,
+                hash: hash.hash,
+            },
+            suffix: "",
+        });
+    }
+}
+
+/// A trusted block of the pack's own text.
+fn trusted<'a>(
+    id: Arc<str>,
+    bucket: &'a str,
+    source: BlockSource,
+    origin: &Arc<str>,
+    priority: i64,
+    text: Cow<'a, str>,
+    fixed: Option<(&'a Arc<str>, Option<usize>)>,
+) -> Candidate<'a> {
+    Candidate {
+        id,
+        bucket,
+        source,
+        origin: Some(Arc::clone(origin)),
+        trust: Trust::Trusted,
+        priority,
+        score: 0.0,
+        turn: None,
+        evidence: None,
+        fixed,
+        prefix: Prefix::Fixed(""),
+        raw: text,
+        lane: Lane::Plain,
+        suffix: "",
+    }
 }
 
 /// Fills every bucket.

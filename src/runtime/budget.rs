@@ -21,7 +21,148 @@
 
 use std::collections::BTreeMap;
 
+use serde_json::Value;
+
+use crate::artifact::{Budget, Intent, Prompts};
+use crate::tokens::Tokenizer;
+
 use super::error::CompileError;
+use super::inputs::RunContext;
+use super::shared::Diagnostic;
+use super::template::{self, Redact};
+
+/// What the run sets of the budget: the total (`run.budget.total_tokens`, else the
+/// pack's), the tokenizer (likewise) and the pinned buckets (`bucket_tokens`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits<'a> {
+    pub total: u64,
+    pub tokenizer: Tokenizer,
+    pub pins: Option<&'a BTreeMap<String, u64>>,
+}
+
+impl<'a> Limits<'a> {
+    pub fn new(budget: &Budget, run: &'a RunContext) -> Limits<'a> {
+        let own = run.budget.as_ref();
+        Limits {
+            total: own.and_then(|b| b.total_tokens).unwrap_or(budget.total),
+            tokenizer: own.and_then(|b| b.tokenizer).unwrap_or(budget.tokenizer),
+            pins: own.and_then(|b| b.bucket_tokens.as_ref()),
+        }
+    }
+
+    /// Pins over what `fixed` tokens leave of the total are invalid input (exit 4). A
+    /// fixed text over the total is left to [`plan`], which reports it as exhausted.
+    pub fn check_pins(&self, fixed: u64) -> Result<(), CompileError> {
+        match self.total.checked_sub(fixed) {
+            Some(available) => check_explicit(self.pins, available).map(|_| ()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The fixed text — the rendered system, developer and task — and its tokens, paid
+/// for before the buckets are split.
+#[derive(Debug, Clone)]
+pub(crate) struct FixedText {
+    pub system: String,
+    pub developer: Option<String>,
+    pub task: String,
+    pub tokens: u64,
+    /// `R0501` for optional fields rendered empty.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl FixedText {
+    /// Renders the fixed text over `data`, interpolated values passed through
+    /// `redact`, and counts it with `count`.
+    pub fn render(
+        prompts: &Prompts,
+        intent: &Intent,
+        data: &Value,
+        redact: Option<Redact<'_>>,
+        count: &dyn Fn(&str) -> usize,
+    ) -> FixedText {
+        let mut diagnostics = Vec::new();
+        let d = &mut diagnostics;
+        let system =
+            template::render_redacted(&prompts.system, data, "the system prompt", d, redact);
+        let developer = prompts
+            .developer
+            .as_ref()
+            .map(|t| template::render_redacted(t, data, "the developer prompt", d, redact));
+        let place = format!("the task of intent `{}`", intent.name);
+        let task = template::render_redacted(&intent.task, data, &place, d, redact);
+        let tokens = [&system, developer.as_deref().unwrap_or(""), &task]
+            .iter()
+            .map(|t| count(t) as u64)
+            .sum();
+        FixedText {
+            system,
+            developer,
+            task,
+            tokens,
+            diagnostics,
+        }
+    }
+
+    /// Whether the fixed text interpolates nothing (so redaction cannot change it).
+    pub fn is_static(prompts: &Prompts, intent: &Intent) -> bool {
+        [
+            Some(&prompts.system),
+            prompts.developer.as_ref(),
+            Some(&intent.task),
+        ]
+        .into_iter()
+        .flatten()
+        .all(template::is_static)
+    }
+}
+
+/// Stage 6's result.
+#[derive(Debug, Clone)]
+pub(crate) struct BudgetPlan {
+    pub total: u64,
+    pub fixed: u64,
+    pub available: u64,
+    pub tokenizer: Tokenizer,
+    /// Tokens by bucket name; their sum never exceeds `available`.
+    pub allocations: BTreeMap<String, u64>,
+}
+
+/// Stage 6: what the fixed text leaves (`budget_exhausted` when it exceeds the total),
+/// split among the buckets with `intent`'s share overrides and the run's pins.
+pub(crate) fn plan(
+    budget: &Budget,
+    intent: &Intent,
+    limits: &Limits<'_>,
+    fixed: u64,
+) -> Result<BudgetPlan, CompileError> {
+    let total = limits.total;
+    let Some(available) = total.checked_sub(fixed) else {
+        return Err(CompileError::BudgetExhausted {
+            message: format!(
+                "the system, developer and task text take {fixed} tokens, over the total of {total}"
+            ),
+        });
+    };
+    let specs: Vec<BucketSpec> = budget
+        .buckets
+        .iter()
+        .map(|b| BucketSpec {
+            name: b.name.clone(),
+            share_ppm: intent.budget.get(&b.name).copied().unwrap_or(b.share_ppm),
+            priority: b.priority,
+            min: b.min,
+        })
+        .collect();
+    Ok(BudgetPlan {
+        total,
+        fixed,
+        available,
+        tokenizer: limits.tokenizer,
+        allocations: allocate(&specs, available, limits.pins)?,
+    })
+}
 
 /// One bucket as the allocator sees it (intent overrides already applied).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -26,9 +26,9 @@ use serde::{Serialize, Serializer};
 
 use crate::artifact::json::{self, HashSink};
 
-use super::envelope::{blake3_ref, SortedValue};
 use super::inputs::{CompileInputs, Role, RunContext};
 use super::memo::ContentHash;
+use super::shared::{blake3_ref, SortedValue};
 
 /// A content hash, written `blake3:<hex>`.
 struct HashRef<'a>(&'a ContentHash);

@@ -22,12 +22,18 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
-use serde::ser::{SerializeMap, SerializeSeq};
+use crate::artifact::{json, Artifact};
 
-use crate::artifact::json;
-
-use super::inputs::Role;
-use super::tools::ToolManifestEntry;
+use super::assemble::Assembly;
+use super::budget::{BudgetPlan, FixedText};
+use super::digest;
+use super::inputs::CompileInputs;
+use super::intent::Resolved;
+use super::memo::{ContentHash, Contents};
+use super::policy::PolicyOutcome;
+use super::shared::{blake3_ref, sorted_values};
+pub use super::shared::{BlockSource, ContextBlock, Diagnostic, Trust};
+use super::tools::{ToolManifestEntry, ToolSurface};
 
 /// The format tag of a compiled envelope.
 pub const COMPILED_FORMAT: &str = "ctxpack.compiled/v1";
@@ -71,55 +77,6 @@ pub struct CompiledPrompt {
     pub message: String,
     pub system: String,
     pub task: String,
-}
-
-/// What kind of block this is (`source` in the envelope).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BlockSource {
-    Block,
-    Policy,
-    Tool,
-    Evidence,
-    Memory,
-    Session,
-}
-
-/// `trusted` text comes from the pack; `untrusted` text (evidence, memory and history
-/// turns) comes from the caller and never renders into the system or developer text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Trust {
-    Trusted,
-    Untrusted,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ContextBlock {
-    pub bucket: Arc<str>,
-    pub id: Arc<str>,
-    pub origin: Arc<str>,
-    pub priority: i64,
-    pub source: BlockSource,
-    /// Shared with the prepared pack's cache (a kept block's text is built once).
-    pub text: Arc<str>,
-    pub tokens: u64,
-    pub truncated: bool,
-    pub trust: Trust,
-    /// For a history turn, its role (see [`ContextBlock::turn_content`]).
-    #[serde(skip)]
-    pub turn: Option<Role>,
-}
-
-impl ContextBlock {
-    /// For a history turn: its role and content (redacted, possibly truncated), which
-    /// is the text after its `ROLE: ` prefix. The provider renders send turns without
-    /// the prefix.
-    pub fn turn_content(&self) -> Option<(Role, &str)> {
-        let role = self.turn?;
-        let content = self.text.strip_prefix(role.prefix())?;
-        Some((role, content))
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -186,14 +143,6 @@ pub struct BudgetReport {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Diagnostic {
-    pub code: String,
-    pub message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub policy: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ContextLedger {
     pub budget: LedgerBudget,
     /// Every supplied evidence item (sorted by id) with the BLAKE3 of its content as
@@ -242,71 +191,202 @@ pub struct LedgerBudget {
     pub used: u64,
 }
 
-/// A hash as the envelope writes it, `blake3:<hex>`, without allocating.
-pub(crate) struct Blake3Text([u8; 7 + 64]);
-
-impl Blake3Text {
-    pub fn new(hash: &blake3::Hash) -> Blake3Text {
-        let mut text = [0u8; 7 + 64];
-        text[..7].copy_from_slice(b"blake3:");
-        text[7..].copy_from_slice(hash.to_hex().as_bytes());
-        Blake3Text(text)
-    }
-
-    pub fn as_str(&self) -> &str {
-        // ASCII by construction.
-        std::str::from_utf8(&self.0).unwrap_or_default()
-    }
+/// What stage 8 writes out: the pack's identity and the shared names it prepared,
+/// and every earlier stage's result.
+pub(crate) struct Parts<'a> {
+    pub artifact: &'a Artifact,
+    pub pack_hash: &'a str,
+    /// By policy: the manifest form of its effects, its name and its bundle.
+    pub policy_effects: &'a [Arc<[Value]>],
+    pub policy_names: &'a [Arc<str>],
+    pub policy_bundles: &'a [Arc<str>],
+    /// The pack's bundles, sorted and unique.
+    pub bundles: &'a [Arc<str>],
+    pub inputs: &'a CompileInputs,
+    pub intent: Resolved<'a>,
+    pub fixed: FixedText,
+    pub policies: PolicyOutcome<'a>,
+    pub surface: ToolSurface,
+    pub contents: Contents,
+    pub plan: BudgetPlan,
+    pub assembly: Assembly,
+    /// Runtime diagnostics in stage order: policies, fixed text, blocks.
+    pub diagnostics: Vec<Diagnostic>,
 }
 
-/// `blake3:<hex>`, as the ledger, turn ids and hashes of the envelope write a hash.
-pub(crate) fn blake3_ref(hash: &blake3::Hash) -> String {
-    Blake3Text::new(hash).as_str().to_owned()
+/// Stage 8: the manifests, the runtime controls, the budget report and the ledger,
+/// sealed with the ledger hash.
+pub(crate) fn build(parts: Parts<'_>) -> CompiledContext {
+    let context_ledger = ledger(&parts);
+    let policy_manifest = policy_manifest(&parts);
+    let evidence_manifest = evidence_manifest(parts.inputs, &parts.assembly);
+    let Parts {
+        artifact,
+        pack_hash,
+        inputs,
+        intent,
+        fixed,
+        policies,
+        surface,
+        plan,
+        assembly,
+        diagnostics,
+        ..
+    } = parts;
+    let mut out = CompiledContext {
+        format: COMPILED_FORMAT.to_owned(),
+        pack: PackRef {
+            name: artifact.name.clone(),
+            version: artifact.version.clone(),
+            hash: pack_hash.to_owned(),
+        },
+        intent: IntentRef {
+            name: intent.intent.name.clone(),
+            fallback_used: intent.fallback_used,
+        },
+        compiled_prompt: CompiledPrompt {
+            message: policies
+                .redaction
+                .apply(&inputs.request.message)
+                .into_owned(),
+            system: fixed.system,
+            developer: fixed.developer,
+            task: fixed.task,
+            context_blocks: assembly.blocks,
+        },
+        manifests: Manifests {
+            policy_manifest,
+            tool_manifest: surface.manifest,
+            evidence_manifest,
+        },
+        runtime_controls: RuntimeControls {
+            must_refuse: policies.refusal.is_some(),
+            refusal_reason: policies.refusal,
+            must_escalate: policies.escalation.is_some(),
+            escalation_target: policies.escalation,
+            approval_gates_active: surface.gates,
+            redaction_rules_active: policies
+                .redaction
+                .rules()
+                .map(|(name, pattern)| RedactionRule {
+                    name: name.to_owned(),
+                    pattern: pattern.to_owned(),
+                })
+                .collect(),
+        },
+        budget_report: BudgetReport {
+            total: plan.total,
+            fixed: plan.fixed,
+            available: plan.available,
+            tokenizer: plan.tokenizer.as_str().to_owned(),
+            allocations: plan.allocations,
+            used_at_compile: assembly.used,
+            bucket_truncations: assembly.truncations,
+            dropped_block_ids: assembly.dropped,
+            warnings: assembly.warnings,
+        },
+        diagnostics,
+        context_ledger,
+    };
+    out.seal();
+    out
 }
 
-/// Serializes a JSON value with object keys sorted by their UTF-8 bytes.
-pub(crate) struct SortedValue<'a>(pub &'a Value);
+/// Every policy in evaluation order: whether it fired, its effects, its error.
+fn policy_manifest(parts: &Parts<'_>) -> Vec<PolicyManifestEntry> {
+    parts
+        .artifact
+        .policies
+        .iter()
+        .zip(&parts.policies.results)
+        .zip(parts.policy_effects)
+        .zip(parts.policy_names.iter().zip(parts.policy_bundles))
+        .map(|(((p, r), effects), (name, bundle))| PolicyManifestEntry {
+            policy: Arc::clone(name),
+            bundle: Arc::clone(bundle),
+            priority: p.priority,
+            enforcing: p.enforcing,
+            fired: r.fired,
+            effects: Arc::clone(effects),
+            error: r.error.clone(),
+        })
+        .collect()
+}
 
-impl Serialize for SortedValue<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            Value::Object(map) => {
-                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-                entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-                let mut m = serializer.serialize_map(Some(entries.len()))?;
-                for (k, v) in entries {
-                    m.serialize_entry(k, &SortedValue(v))?;
-                }
-                m.end()
+/// Every evidence item in the order the `evidence` bucket tried them.
+fn evidence_manifest(inputs: &CompileInputs, assembly: &Assembly) -> Vec<EvidenceManifestEntry> {
+    assembly
+        .evidence
+        .iter()
+        .map(|&(i, included, truncated)| {
+            let e = &inputs.evidence[i];
+            EvidenceManifestEntry {
+                id: Arc::clone(&e.id),
+                source: Arc::clone(&e.source),
+                score: e.score,
+                hops: e.hops,
+                included,
+                truncated,
             }
-            Value::Array(items) => {
-                let mut seq = serializer.serialize_seq(Some(items.len()))?;
-                for item in items {
-                    seq.serialize_element(&SortedValue(item))?;
-                }
-                seq.end()
-            }
-            scalar => scalar.serialize(serializer),
-        }
-    }
+        })
+        .collect()
 }
 
-pub(crate) fn sorted_shared_value<S: serde::Serializer>(
-    v: &std::sync::Arc<Value>,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    SortedValue(v).serialize(s)
-}
-
-fn sorted_values<S: serde::Serializer>(
-    v: &std::sync::Arc<[Value]>,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    let mut seq = s.serialize_seq(Some(v.len()))?;
-    for item in v.iter() {
-        seq.serialize_element(&SortedValue(item))?;
+/// The audit summary, its `hash` left for [`CompiledContext::seal`].
+fn ledger(parts: &Parts<'_>) -> ContextLedger {
+    let (artifact, inputs, contents, plan) =
+        (parts.artifact, parts.inputs, &parts.contents, &parts.plan);
+    let items = |ids: Vec<&Arc<str>>, hashes: &[ContentHash]| {
+        let mut v: Vec<LedgerItem> = ids
+            .into_iter()
+            .zip(hashes)
+            .map(|(id, hash)| LedgerItem {
+                id: Arc::clone(id),
+                blake3: Arc::clone(&hash.text),
+            })
+            .collect();
+        v.sort_by(|a, b| a.id.cmp(&b.id));
+        v
+    };
+    ContextLedger {
+        pack: format!("{}@{}", artifact.name, artifact.version),
+        pack_hash: parts.pack_hash.to_owned(),
+        inputs: digest::inputs_digest(inputs, &contents.memory, &contents.turns),
+        request: inputs.request.request_id.clone(),
+        policy: LedgerPolicy {
+            bundles: parts.bundles.to_vec(),
+            fired: parts
+                .policies
+                .results
+                .iter()
+                .zip(parts.policy_names)
+                .filter(|(r, _)| r.fired)
+                .map(|(_, name)| Arc::clone(name))
+                .collect(),
+        },
+        tool: parts
+            .surface
+            .manifest
+            .iter()
+            .filter(|t| t.surfaced)
+            .map(|t| Arc::clone(&t.name))
+            .collect(),
+        evidence: items(
+            inputs.evidence.iter().map(|e| &e.id).collect(),
+            &contents.evidence,
+        ),
+        memory: items(
+            inputs.memory.iter().map(|m| &m.id).collect(),
+            &contents.memory,
+        ),
+        budget: LedgerBudget {
+            total: plan.total,
+            fixed: plan.fixed,
+            available: plan.available,
+            used: plan.fixed + parts.assembly.used.values().sum::<u64>(),
+        },
+        hash: String::new(),
     }
-    seq.end()
 }
 
 impl CompiledContext {

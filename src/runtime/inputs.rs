@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::artifact::{SafetyMode, Tokenizer};
 
 use super::error::CompileError;
+pub use super::shared::Role;
 
 /// Everything one compile consumes besides the pack.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -99,30 +100,6 @@ pub struct InvokeRequest {
 pub struct Turn {
     pub role: Role,
     pub content: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    User,
-    Assistant,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::User => "user",
-            Role::Assistant => "assistant",
-        }
-    }
-
-    /// `ROLE: `, which starts a history turn's block text.
-    pub fn prefix(self) -> &'static str {
-        match self {
-            Role::User => "user: ",
-            Role::Assistant => "assistant: ",
-        }
-    }
 }
 
 /// One piece of retrieved evidence, untrusted.
@@ -211,7 +188,7 @@ fn decode_list<T: for<'de> Deserialize<'de>>(
             path,
             format!(
                 "expected a list, found {}",
-                super::validate::json_kind(&other)
+                super::shared::json_kind(&other)
             ),
         )),
     }

@@ -31,6 +31,8 @@ use std::sync::Arc;
 
 use foldhash::fast::RandomState;
 
+use super::inputs::CompileInputs;
+
 /// Contents remembered per sample, at most.
 const SLOT_ENTRIES: usize = 4;
 
@@ -53,7 +55,7 @@ impl ContentHash {
     pub fn of(content: &str) -> ContentHash {
         let hash = blake3::hash(content.as_bytes());
         ContentHash {
-            text: Arc::from(super::envelope::Blake3Text::new(&hash).as_str()),
+            text: Arc::from(super::shared::Blake3Text::new(&hash).as_str()),
             hash,
         }
     }
@@ -162,7 +164,7 @@ impl HashMemo {
 ///
 /// The memo is locked twice (to look up, then to record what was missing) and never
 /// while hashing, so concurrent compiles only contend for map operations.
-pub(crate) fn hash_all<'a>(
+fn hash_all<'a>(
     memo: &std::sync::Mutex<HashMemo>,
     contents: impl Iterator<Item = &'a str> + Clone,
 ) -> Vec<ContentHash> {
@@ -192,6 +194,40 @@ pub(crate) fn hash_all<'a>(
         }
     }
     hashes
+}
+
+/// The content hashes of one compile's caller contents (stages 4 and 5 take evidence
+/// and memory as given; the ledger records these, turn ids are made of them, and lane
+/// blocks key the block cache with them).
+#[derive(Debug, Clone)]
+pub(crate) struct Contents {
+    pub evidence: Vec<ContentHash>,
+    pub memory: Vec<ContentHash>,
+    /// History turns, in input order.
+    pub turns: Vec<ContentHash>,
+}
+
+impl Contents {
+    /// Hashes every evidence, memory and history content of `inputs`, once, through
+    /// `memo`.
+    pub fn hash(memo: &std::sync::Mutex<HashMemo>, inputs: &CompileInputs) -> Contents {
+        let mut evidence = hash_all(
+            memo,
+            inputs
+                .evidence
+                .iter()
+                .map(|e| e.content.as_str())
+                .chain(inputs.memory.iter().map(|m| m.content.as_str()))
+                .chain(inputs.request.history.iter().map(|t| t.content.as_str())),
+        );
+        let turns = evidence.split_off(inputs.evidence.len() + inputs.memory.len());
+        let memory = evidence.split_off(inputs.evidence.len());
+        Contents {
+            evidence,
+            memory,
+            turns,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -36,29 +36,29 @@ pub mod intent;
 pub mod memo;
 pub mod policy;
 pub mod render;
+mod shared;
 pub mod template;
 pub mod tools;
 pub mod validate;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use datalogic_rs::Engine;
 use regex::Regex;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::artifact::{Artifact, Budget, Effect, Prompts, PPM};
 use crate::tokens::{self, Tokenizer};
 
-use assemble::{BucketPlan, Candidate, Lane, Prefix};
-use budget::BucketSpec;
 pub use envelope::*;
 pub use error::CompileError;
 pub use inputs::{
     decode_inputs, CompileInputs, Evidence, InvokeRequest, MemoryItem, Role, RunBudget, RunContext,
     RunUser, Turn,
 };
+use shared::StaticText;
 pub use tools::{CapabilityMetadata, ToolManifestEntry};
 use validate::SchemaNode;
 
@@ -272,575 +272,110 @@ impl PreparedPack {
         n
     }
 
-    /// Compiles one request. Pure and deterministic; see the module docs.
-    pub fn compile<'p>(&'p self, inputs: &CompileInputs) -> Result<CompiledContext, CompileError> {
-        let artifact = &self.artifact;
-        let (prompts, budget) = prompts_and_budget(artifact)?;
+    /// Compiles one request: the eight stages of the runtime contract, in order, each
+    /// in the module of its name. Pure and deterministic; see the module docs.
+    pub fn compile(&self, inputs: &CompileInputs) -> Result<CompiledContext, CompileError> {
+        let (prompts, budget) = prompts_and_budget(&self.artifact)?;
         validate::validate_inputs(&self.schema, &self.bucket_names, inputs)?;
-        let run = &inputs.run;
-        let request = &inputs.request;
+        let limits = budget::Limits::new(budget, &inputs.run);
+        let count = |text: &str| self.count(limits.tokenizer, text);
 
-        // Stage 1: intent.
-        let (intent, fallback_used) =
-            intent::resolve(&artifact.intents, request.intent.as_deref())?;
+        // 1. Intent classification.
+        let intent = intent::resolve(&self.artifact.intents, inputs.request.intent.as_deref())?;
+        let data = template::data(&intent.intent.name, inputs);
+        // The fixed text is counted up front: pins over what it leaves are invalid
+        // input (exit 4), which no later stage's failure (exit 5) may mask.
+        let mut fixed = budget::FixedText::render(prompts, intent.intent, &data, None, &count);
+        limits.check_pins(fixed.tokens)?;
 
-        // The data every condition and template sees.
-        let ctx = match &request.context {
-            Value::Null => json!({}),
-            other => other.clone(),
-        };
-        let data = json!({
-            "ctx": ctx,
-            "request": {
-                "intent": intent.name,
-                "message": request.message,
-                "channel": request.channel,
-                "locale": request.locale,
-            },
-            "run": {
-                "id": run.run_id,
-                "tenant": run.tenant,
-                "user": { "id": run.user.id, "roles": run.user.roles },
-                "safety_mode": run.safety_mode.as_str(),
-            },
-        });
-
-        // The fixed text (system, developer, task) depends on the inputs alone. It is
-        // counted first so that the one input check that needs it — explicit bucket
-        // tokens against what the fixed text leaves, exit 4 — runs before any stage.
-        // Its diagnostics are reported after the policies', in stage order.
-        let mut prompt_diagnostics = Vec::new();
-        let kind = run
-            .budget
-            .as_ref()
-            .and_then(|b| b.tokenizer)
-            .unwrap_or(budget.tokenizer);
-        let total = run
-            .budget
-            .as_ref()
-            .and_then(|b| b.total_tokens)
-            .unwrap_or(budget.total);
-        // Every interpolated value of the fixed text, rendered without redaction here
-        // and again below if fired policies activate redactors.
-        let render_fixed = |redact: Option<template::Redact<'_>>, diags: &mut Vec<Diagnostic>| {
-            let system = template::render_redacted(
-                &prompts.system,
-                &data,
-                "the system prompt",
-                diags,
-                redact,
-            );
-            let developer = prompts.developer.as_ref().map(|t| {
-                template::render_redacted(t, &data, "the developer prompt", diags, redact)
-            });
-            let task = template::render_redacted(
-                &intent.task,
-                &data,
-                &format!("the task of intent `{}`", intent.name),
-                diags,
-                redact,
-            );
-            let fixed = [
-                system.as_str(),
-                developer.as_deref().unwrap_or(""),
-                task.as_str(),
-            ]
-            .iter()
-            .map(|t| self.count(kind, t) as u64)
-            .sum::<u64>();
-            (system, developer, task, fixed)
-        };
-        let (mut system, mut developer, mut task, mut fixed) =
-            render_fixed(None, &mut prompt_diagnostics);
-        let explicit = run.budget.as_ref().and_then(|b| b.bucket_tokens.as_ref());
-        if let Some(available) = total.checked_sub(fixed) {
-            budget::check_explicit(explicit, available)?;
-        }
-
-        // Stage 2: policies.
-        let mut diagnostics = Vec::new();
-        let results = policy::evaluate(
+        // 2. Policy resolution.
+        let policies = policy::resolve(
             &self.engine,
-            &artifact.policies,
+            &self.artifact.policies,
             &self.conditions,
+            &self.redactors,
             &data,
-            &mut diagnostics,
         )?;
-        let fired: Vec<&crate::artifact::Policy> = artifact
-            .policies
-            .iter()
-            .zip(&results)
-            .filter(|(_, r)| r.fired)
-            .map(|(p, _)| p)
-            .collect();
-        let mut refusal = None;
-        let mut escalation = None;
-        let mut redact: BTreeSet<&str> = BTreeSet::new();
-        for p in &fired {
-            for e in &p.effects {
-                match e {
-                    Effect::Refuse(reason) if refusal.is_none() => refusal = Some(reason.clone()),
-                    Effect::Escalate(target) if escalation.is_none() => {
-                        escalation = Some(target.clone())
-                    }
-                    Effect::Redact(names) => redact.extend(names.iter().map(String::as_str)),
-                    _ => {}
-                }
-            }
-        }
-        let active: Vec<(&str, &(String, Regex))> = redact
-            .iter()
-            .filter_map(|n| {
-                self.redactors
-                    .get_key_value(*n)
-                    .map(|(k, v)| (k.as_str(), v))
-            })
-            .collect();
-        // What the active redactors are, as part of every lane block's cache key: the
-        // same content renders differently when a different set is active.
-        let mut redaction_key = Vec::new();
-        for (name, _) in &active {
-            redaction_key.extend_from_slice(name.as_bytes());
-            redaction_key.push(0);
-        }
-        let redact = redactor(|text| redact_with(&active, text));
-        let redact: Option<template::Redact<'_>> = (!active.is_empty()).then_some(&redact);
-        if redact.is_some() {
-            let fixed_templates = [
-                Some(&prompts.system),
-                prompts.developer.as_ref(),
-                Some(&intent.task),
-            ];
-            if !fixed_templates
-                .into_iter()
-                .flatten()
-                .all(template::is_static)
-            {
-                (system, developer, task, fixed) = render_fixed(redact, &mut Vec::new());
-                if let Some(available) = total.checked_sub(fixed) {
-                    budget::check_explicit(explicit, available)?;
-                }
-            }
+        if !policies.redaction.is_empty() && !budget::FixedText::is_static(prompts, intent.intent) {
+            // The caller's values interpolated into the fixed text are redacted too.
+            let redact = template::redactor(|text| policies.redaction.apply(text));
+            let diagnostics = std::mem::take(&mut fixed.diagnostics);
+            fixed = budget::FixedText::render(prompts, intent.intent, &data, Some(&redact), &count);
+            fixed.diagnostics = diagnostics;
+            limits.check_pins(fixed.tokens)?;
         }
 
-        // Stage 3: tools.
-        let (tool_manifest, gates) = tools::surface(artifact, &self.tools, intent, run, &results);
-
-        // Stage 6: budget.
-        diagnostics.append(&mut prompt_diagnostics);
-        if fixed > total {
-            return Err(CompileError::BudgetExhausted {
-                message: format!(
-                    "the system, developer and task text take {fixed} tokens, over the total of {total}"
-                ),
-            });
-        }
-        let available = total - fixed;
-        let specs: Vec<BucketSpec> = budget
-            .buckets
-            .iter()
-            .map(|b| BucketSpec {
-                name: b.name.clone(),
-                share_ppm: intent.budget.get(&b.name).copied().unwrap_or(b.share_ppm),
-                priority: b.priority,
-                min: b.min,
-            })
-            .collect();
-        let allocations = budget::allocate(&specs, available, explicit)?;
-
-        // Stage 7: candidates from every source, then filling.
-        let mut candidates = Vec::with_capacity(
-            artifact.blocks.len()
-                + fired.len()
-                + tool_manifest.len()
-                + inputs.evidence.len()
-                + inputs.memory.len()
-                + request.history.len(),
+        // 3. Tool surfacing.
+        let surface = tools::surface(
+            &self.artifact,
+            &self.tools,
+            intent.intent,
+            &inputs.run,
+            &policies.results,
         );
-        // Texts that never change are shared with the prepared pack, and their counts
-        // hold for the pack's own tokenizer.
-        let pack_kind = kind == budget.tokenizer;
-        let shared = |s: &'p StaticText| (&s.text, pack_kind.then_some(s.tokens));
-        for ((b, prepared), name) in artifact
-            .blocks
-            .iter()
-            .zip(&self.static_blocks)
-            .zip(&self.block_names)
-        {
-            // A block whose bucket is not declared is dropped unrendered.
-            let (content, fixed) = match prepared {
-                Some(s) => (Cow::Borrowed(&*s.text), Some(shared(s))),
-                None if self.bucket_names.contains(&b.bucket) => {
-                    let text = template::render_redacted(
-                        &b.text,
-                        &data,
-                        &format!("block `{}`", b.name),
-                        &mut diagnostics,
-                        redact,
-                    );
-                    (Cow::Owned(text), None)
-                }
-                None => (Cow::Borrowed(""), None),
-            };
-            candidates.push(trusted(
-                Arc::clone(name),
-                &b.bucket,
-                BlockSource::Block,
-                name,
-                b.priority,
-                content,
-                fixed,
-            ));
-        }
-        for (((p, r), prepared), name) in artifact
-            .policies
-            .iter()
-            .zip(&results)
-            .zip(&self.static_instructs)
-            .zip(&self.policy_names)
-        {
-            if !r.fired {
-                continue;
-            }
-            let instructs = p.effects.iter().filter_map(|e| match e {
-                Effect::Instruct(t) => Some(t),
-                _ => None,
-            });
-            for (n, (t, prepared)) in instructs.zip(prepared).enumerate() {
-                let id = if n == 0 {
-                    Arc::clone(name)
-                } else {
-                    Arc::from(format!("{}#{}", p.name, n + 1))
-                };
-                let (text, fixed) = match prepared {
-                    Some(s) => (Cow::Borrowed(&*s.text), Some(shared(s))),
-                    None => {
-                        let text = template::render_redacted(
-                            t,
-                            &data,
-                            &format!("the instruct of policy `{}`", p.name),
-                            &mut diagnostics,
-                            redact,
-                        );
-                        (Cow::Owned(text), None)
-                    }
-                };
-                candidates.push(trusted(
-                    id,
-                    "policy",
-                    BlockSource::Policy,
-                    name,
-                    p.priority,
-                    text,
-                    fixed,
-                ));
-            }
-        }
-        for (entry, prepared) in tool_manifest.iter().zip(&self.tools) {
-            if entry.surfaced {
-                candidates.push(trusted(
-                    Arc::clone(&prepared.name),
-                    "tools",
-                    BlockSource::Tool,
-                    &prepared.name,
-                    0,
-                    Cow::Borrowed(&prepared.block.text),
-                    Some(shared(&prepared.block)),
-                ));
-            }
-        }
-        // The BLAKE3 of every caller content, computed once (or remembered from an
-        // earlier compile): the ledger records evidence and memory hashes, turn ids are
-        // made of them, and lane blocks derive their cache keys from them.
-        let mut content_hashes = memo::hash_all(
-            &self.hashes,
-            inputs
-                .evidence
-                .iter()
-                .map(|e| e.content.as_str())
-                .chain(inputs.memory.iter().map(|m| m.content.as_str()))
-                .chain(request.history.iter().map(|t| t.content.as_str())),
-        );
-        let turn_hashes = content_hashes.split_off(inputs.evidence.len() + inputs.memory.len());
-        let memory_hashes = content_hashes.split_off(inputs.evidence.len());
-        let evidence_hashes = content_hashes;
-        for (i, (e, hash)) in inputs.evidence.iter().zip(&evidence_hashes).enumerate() {
-            candidates.push(Candidate {
-                id: Arc::clone(&e.id),
-                bucket: "evidence",
-                source: BlockSource::Evidence,
-                origin: Some(Arc::clone(&e.source)),
-                trust: Trust::Untrusted,
-                priority: 0,
-                score: e.score,
-                turn: None,
-                evidence: Some(i),
-                fixed: None,
-                prefix: Prefix::Evidence {
-                    id: &e.id,
-                    source: &e.source,
-                },
-                raw: Cow::Borrowed(&e.content),
-                lane: Lane::Redacted {
-                    escape: true,
-                    hash: hash.hash,
-                },
-                suffix: "</evidence>",
-            });
-        }
-        for (m, hash) in inputs.memory.iter().zip(&memory_hashes) {
-            candidates.push(Candidate {
-                id: Arc::clone(&m.id),
-                bucket: "memory",
-                source: BlockSource::Memory,
-                origin: Some(Arc::clone(&m.id)),
-                trust: Trust::Untrusted,
-                priority: 0,
-                score: m.score,
-                turn: None,
-                evidence: None,
-                fixed: None,
-                prefix: Prefix::Memory { id: &m.id },
-                raw: Cow::Borrowed(&m.content),
-                lane: Lane::Redacted {
-                    escape: true,
-                    hash: hash.hash,
-                },
-                suffix: "</memory>",
-            });
-        }
-        // A turn's id is the BLAKE3 of its content as supplied; a repeated content
-        // ("ok", "thanks") gets `#2`, `#3`, ... so that every id names one turn.
-        let mut seen_turns: HashMap<blake3::Hash, usize, foldhash::fast::RandomState> =
-            HashMap::with_capacity_and_hasher(request.history.len(), Default::default());
-        for (i, (t, hash)) in request.history.iter().zip(&turn_hashes).enumerate() {
-            let n = seen_turns.entry(hash.hash).or_insert(0);
-            *n += 1;
-            let id = if *n > 1 {
-                Arc::from(format!("{}#{n}", hash.text))
-            } else {
-                Arc::clone(&hash.text)
-            };
-            candidates.push(Candidate {
-                id,
-                bucket: "session",
-                source: BlockSource::Session,
-                // The turn index, written out by the assembly for kept turns only.
-                origin: None,
-                trust: Trust::Untrusted,
-                priority: 0,
-                score: 0.0,
-                turn: Some((i, t.role)),
-                evidence: None,
-                fixed: None,
-                prefix: Prefix::Fixed(t.role.prefix()),
-                raw: Cow::Borrowed(&t.content),
-                lane: Lane::Redacted {
-                    escape: false,
-                    hash: hash.hash,
-                },
-                suffix: "",
-            });
-        }
-        let plans: Vec<BucketPlan<'_>> = budget
-            .buckets
-            .iter()
-            .zip(&self.bucket_shared)
-            .map(|(b, name)| BucketPlan {
-                name,
-                priority: b.priority,
-                overflow: b.overflow,
-                allocation: allocations.get(&b.name).copied().unwrap_or(0),
-            })
-            .collect();
+
+        // 4 and 5. Evidence retrieval and memory recall: the caller's, as given, each
+        // content hashed once (or remembered) for the ledger, turn ids and cache keys.
+        let contents = memo::Contents::hash(&self.hashes, inputs);
+
+        // 6. Token budget allocation.
+        let plan = budget::plan(budget, intent.intent, &limits, fixed.tokens)?;
+
+        // 7. Bucket assembly.
+        let mut diagnostics = policies.diagnostics.clone();
+        diagnostics.extend(fixed.diagnostics.iter().cloned());
         let counter = RunCounter {
             pack: self,
-            kind,
-            active: &active,
-            redaction_key: &redaction_key,
+            kind: limits.tokenizer,
+            redaction: &policies.redaction,
         };
-        let assembly = assemble::assemble(&plans, candidates, &counter)?;
+        let assembly = assemble::assemble_buckets(
+            &self.prepared(limits.tokenizer == budget.tokenizer),
+            &assemble::Sources {
+                data: &data,
+                policies: &policies,
+                surface: &surface,
+                inputs,
+                contents: &contents,
+                allocations: &plan.allocations,
+            },
+            &counter,
+            &mut diagnostics,
+        )?;
 
-        // Stage 8: manifests, controls and ledger.
-        let policy_manifest = artifact
-            .policies
-            .iter()
-            .zip(&results)
-            .zip(&self.policy_effects)
-            .zip(self.policy_names.iter().zip(&self.policy_bundles))
-            .map(|(((p, r), effects), (name, bundle))| PolicyManifestEntry {
-                policy: Arc::clone(name),
-                bundle: Arc::clone(bundle),
-                priority: p.priority,
-                enforcing: p.enforcing,
-                fired: r.fired,
-                effects: Arc::clone(effects),
-                error: r.error.clone(),
-            })
-            .collect();
-        let evidence_manifest = assembly
-            .evidence
-            .iter()
-            .map(|&(i, included, truncated)| {
-                let e = &inputs.evidence[i];
-                EvidenceManifestEntry {
-                    id: Arc::clone(&e.id),
-                    source: Arc::clone(&e.source),
-                    score: e.score,
-                    hops: e.hops,
-                    included,
-                    truncated,
-                }
-            })
-            .collect();
-        let used: u64 = fixed + assembly.used.values().sum::<u64>();
-        let ledger_items = |ids: Vec<&Arc<str>>, hashes: &[memo::ContentHash]| {
-            let mut v: Vec<LedgerItem> = ids
-                .into_iter()
-                .zip(hashes)
-                .map(|(id, hash)| LedgerItem {
-                    id: Arc::clone(id),
-                    blake3: Arc::clone(&hash.text),
-                })
-                .collect();
-            v.sort_by(|a, b| a.id.cmp(&b.id));
-            v
-        };
-        let surfaced: Vec<Arc<str>> = tool_manifest
-            .iter()
-            .filter(|t| t.surfaced)
-            .map(|t| Arc::clone(&t.name))
-            .collect();
-        let mut out = CompiledContext {
-            format: COMPILED_FORMAT.to_owned(),
-            pack: PackRef {
-                name: artifact.name.clone(),
-                version: artifact.version.clone(),
-                hash: self.pack_hash.clone(),
-            },
-            intent: IntentRef {
-                name: intent.name.clone(),
-                fallback_used,
-            },
-            compiled_prompt: CompiledPrompt {
-                system,
-                developer,
-                task,
-                context_blocks: assembly.blocks,
-                message: redact.map_or_else(
-                    || request.message.clone(),
-                    |redact| redact(&request.message).into_owned(),
-                ),
-            },
-            manifests: Manifests {
-                policy_manifest,
-                tool_manifest,
-                evidence_manifest,
-            },
-            runtime_controls: RuntimeControls {
-                must_refuse: refusal.is_some(),
-                refusal_reason: refusal,
-                must_escalate: escalation.is_some(),
-                escalation_target: escalation,
-                approval_gates_active: gates,
-                redaction_rules_active: active
-                    .iter()
-                    .map(|(name, (pattern, _))| RedactionRule {
-                        name: (*name).to_owned(),
-                        pattern: pattern.clone(),
-                    })
-                    .collect(),
-            },
-            budget_report: BudgetReport {
-                total,
-                fixed,
-                available,
-                tokenizer: kind.as_str().to_owned(),
-                allocations,
-                used_at_compile: assembly.used,
-                bucket_truncations: assembly.truncations,
-                dropped_block_ids: assembly.dropped,
-                warnings: assembly.warnings,
-            },
+        // 8. Manifests, runtime controls and ledger.
+        Ok(envelope::build(envelope::Parts {
+            artifact: &self.artifact,
+            pack_hash: &self.pack_hash,
+            policy_effects: &self.policy_effects,
+            policy_names: &self.policy_names,
+            policy_bundles: &self.policy_bundles,
+            bundles: &self.bundles,
+            inputs,
+            intent,
+            fixed,
+            policies,
+            surface,
+            contents,
+            plan,
+            assembly,
             diagnostics,
-            context_ledger: ContextLedger {
-                pack: format!("{}@{}", artifact.name, artifact.version),
-                pack_hash: self.pack_hash.clone(),
-                inputs: digest::inputs_digest(inputs, &memory_hashes, &turn_hashes),
-                request: request.request_id.clone(),
-                policy: LedgerPolicy {
-                    bundles: self.bundles.clone(),
-                    fired: results
-                        .iter()
-                        .zip(&self.policy_names)
-                        .filter(|(r, _)| r.fired)
-                        .map(|(_, name)| Arc::clone(name))
-                        .collect(),
-                },
-                tool: surfaced,
-                evidence: ledger_items(
-                    inputs.evidence.iter().map(|e| &e.id).collect(),
-                    &evidence_hashes,
-                ),
-                memory: ledger_items(
-                    inputs.memory.iter().map(|m| &m.id).collect(),
-                    &memory_hashes,
-                ),
-                budget: LedgerBudget {
-                    total,
-                    fixed,
-                    available,
-                    used,
-                },
-                hash: String::new(),
-            },
-        };
-        out.seal();
-        Ok(out)
+        }))
     }
-}
 
-fn trusted<'a>(
-    id: Arc<str>,
-    bucket: &'a str,
-    source: BlockSource,
-    origin: &Arc<str>,
-    priority: i64,
-    text: Cow<'a, str>,
-    fixed: Option<(&'a Arc<str>, Option<usize>)>,
-) -> Candidate<'a> {
-    Candidate {
-        id,
-        bucket,
-        source,
-        origin: Some(Arc::clone(origin)),
-        trust: Trust::Trusted,
-        priority,
-        score: 0.0,
-        turn: None,
-        evidence: None,
-        fixed,
-        prefix: Prefix::Fixed(""),
-        raw: text,
-        lane: Lane::Plain,
-        suffix: "",
-    }
-}
-
-/// A text without interpolation, rendered and counted once by the prepared pack.
-#[derive(Debug)]
-pub(crate) struct StaticText {
-    pub text: Arc<str>,
-    /// For the pack's tokenizer.
-    pub tokens: usize,
-}
-
-impl StaticText {
-    fn new(text: String, kind: Tokenizer) -> StaticText {
-        let tokens = tokens::count(kind, &text);
-        StaticText {
-            text: Arc::from(text),
-            tokens,
+    /// What bucket assembly takes from the prepared pack.
+    fn prepared(&self, pack_tokenizer: bool) -> assemble::Prepared<'_> {
+        assemble::Prepared {
+            blocks: &self.artifact.blocks,
+            policies: &self.artifact.policies,
+            buckets: prompts_and_budget(&self.artifact).map_or(&[], |(_, b)| &b.buckets),
+            bucket_names: &self.bucket_shared,
+            block_names: &self.block_names,
+            policy_names: &self.policy_names,
+            static_blocks: &self.static_blocks,
+            static_instructs: &self.static_instructs,
+            tools: &self.tools,
+            pack_tokenizer,
         }
     }
 }
@@ -850,8 +385,7 @@ impl StaticText {
 struct RunCounter<'p> {
     pack: &'p PreparedPack,
     kind: Tokenizer,
-    active: &'p [(&'p str, &'p (String, Regex))],
-    redaction_key: &'p [u8],
+    redaction: &'p policy::Redaction<'p>,
 }
 
 impl assemble::Counter for RunCounter<'_> {
@@ -860,7 +394,7 @@ impl assemble::Counter for RunCounter<'_> {
     }
 
     fn redaction_key(&self) -> &[u8] {
-        self.redaction_key
+        self.redaction.key()
     }
 
     fn cached(&self, key: &[u8]) -> Option<cache::Cached> {
@@ -880,28 +414,8 @@ impl assemble::Counter for RunCounter<'_> {
     }
 
     fn redact<'t>(&self, text: &'t str) -> Cow<'t, str> {
-        redact_with(self.active, text)
+        self.redaction.apply(text)
     }
-}
-
-/// Applies the active redactors (sorted by name) to `text`: each match becomes
-/// `[REDACTED:<name>]`. Borrowed when nothing matched.
-fn redact_with<'t>(active: &[(&str, &(String, Regex))], text: &'t str) -> Cow<'t, str> {
-    let mut out = Cow::Borrowed(text);
-    for (name, (_, re)) in active {
-        if re.is_match(&out) {
-            let replaced = re
-                .replace_all(&out, format!("[REDACTED:{name}]").as_str())
-                .into_owned();
-            out = Cow::Owned(replaced);
-        }
-    }
-    out
-}
-
-/// Pins a closure to the higher-ranked signature of [`template::Redact`].
-fn redactor<F: for<'t> Fn(&'t str) -> Cow<'t, str>>(f: F) -> F {
-    f
 }
 
 /// Renders a template without interpolations.

@@ -17,14 +17,18 @@
 //! A condition fires when its result is truthy under JsonLogic's rules, as any other
 //! JsonLogic implementation would decide.
 
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+
 use datalogic_rs::bumpalo::Bump;
 use datalogic_rs::{DataValue, Engine, Logic};
+use regex::Regex;
 use serde_json::{json, Value};
 
 use crate::artifact::{Effect, Policy};
 
-use super::envelope::Diagnostic;
 use super::error::CompileError;
+use super::shared::Diagnostic;
 
 /// A policy condition as prepared once per pack.
 pub(crate) enum Condition {
@@ -80,6 +84,110 @@ fn unknown_operator(engine: &Engine, rule: &Value) -> Option<String> {
     }
 }
 
+/// Stage 2's result.
+#[derive(Debug)]
+pub(crate) struct PolicyOutcome<'p> {
+    /// By policy, in evaluation order.
+    pub results: Vec<PolicyResult>,
+    /// The first fired `refuse` in evaluation order.
+    pub refusal: Option<String>,
+    /// The first fired `escalate` in evaluation order.
+    pub escalation: Option<String>,
+    /// The redactors that fired `redact` effects activate.
+    pub redaction: Redaction<'p>,
+    /// `R0201` for advisory policies that failed to evaluate.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Stage 2: evaluates every policy over `data` in evaluation order and collects the
+/// effects of those that fire. `redactors` are the pack's, compiled, by name.
+pub(crate) fn resolve<'p>(
+    engine: &Engine,
+    policies: &'p [Policy],
+    conditions: &[Condition],
+    redactors: &'p BTreeMap<String, (String, Regex)>,
+    data: &Value,
+) -> Result<PolicyOutcome<'p>, CompileError> {
+    let mut diagnostics = Vec::new();
+    let results = evaluate(engine, policies, conditions, data, &mut diagnostics)?;
+    let mut refusal = None;
+    let mut escalation = None;
+    let mut redact: BTreeSet<&str> = BTreeSet::new();
+    for (policy, _) in policies.iter().zip(&results).filter(|(_, r)| r.fired) {
+        for e in &policy.effects {
+            match e {
+                Effect::Refuse(reason) if refusal.is_none() => refusal = Some(reason.clone()),
+                Effect::Escalate(target) if escalation.is_none() => {
+                    escalation = Some(target.clone())
+                }
+                Effect::Redact(names) => redact.extend(names.iter().map(String::as_str)),
+                _ => {}
+            }
+        }
+    }
+    let active = redact
+        .iter()
+        .filter_map(|n| redactors.get_key_value(*n).map(|(k, v)| (k.as_str(), v)))
+        .collect();
+    Ok(PolicyOutcome {
+        results,
+        refusal,
+        escalation,
+        redaction: Redaction::new(active),
+        diagnostics,
+    })
+}
+
+/// The active redactors of one compile, sorted by name.
+#[derive(Debug)]
+pub(crate) struct Redaction<'p> {
+    active: Vec<(&'p str, &'p (String, Regex))>,
+    /// What the active redactors are, as part of every lane block's cache key: the same
+    /// content renders differently when a different set is active.
+    key: Vec<u8>,
+}
+
+impl<'p> Redaction<'p> {
+    fn new(active: Vec<(&'p str, &'p (String, Regex))>) -> Redaction<'p> {
+        let mut key = Vec::new();
+        for (name, _) in &active {
+            key.extend_from_slice(name.as_bytes());
+            key.push(0);
+        }
+        Redaction { active, key }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.active.is_empty()
+    }
+
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// Each active redactor's name and pattern.
+    pub fn rules(&self) -> impl Iterator<Item = (&'p str, &'p str)> + '_ {
+        self.active
+            .iter()
+            .map(|(name, (pattern, _))| (*name, pattern.as_str()))
+    }
+
+    /// `text` with every match of an active redactor replaced by `[REDACTED:<name>]`;
+    /// borrowed when nothing matched.
+    pub fn apply<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        let mut out = Cow::Borrowed(text);
+        for (name, (_, re)) in &self.active {
+            if re.is_match(&out) {
+                let replaced = re
+                    .replace_all(&out, format!("[REDACTED:{name}]").as_str())
+                    .into_owned();
+                out = Cow::Owned(replaced);
+            }
+        }
+        out
+    }
+}
+
 /// What happened to one policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PolicyResult {
@@ -88,7 +196,7 @@ pub(crate) struct PolicyResult {
 }
 
 /// Evaluates every policy over `data` (the compile's `{ctx, request, run}`).
-pub(crate) fn evaluate(
+fn evaluate(
     engine: &Engine,
     policies: &[Policy],
     conditions: &[Condition],

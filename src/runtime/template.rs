@@ -6,11 +6,37 @@
 
 use std::borrow::Cow;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::artifact::{Template, TemplatePart};
 
-use super::envelope::Diagnostic;
+use super::inputs::CompileInputs;
+use super::shared::Diagnostic;
+
+/// The data every condition and template sees: `{ "ctx", "request", "run" }`, with
+/// `request.intent` the resolved intent.
+pub(crate) fn data(intent: &str, inputs: &CompileInputs) -> Value {
+    let (run, request) = (&inputs.run, &inputs.request);
+    let ctx = match &request.context {
+        Value::Null => json!({}),
+        other => other.clone(),
+    };
+    json!({
+        "ctx": ctx,
+        "request": {
+            "intent": intent,
+            "message": request.message,
+            "channel": request.channel,
+            "locale": request.locale,
+        },
+        "run": {
+            "id": run.run_id,
+            "tenant": run.tenant,
+            "user": { "id": run.user.id, "roles": run.user.roles },
+            "safety_mode": run.safety_mode.as_str(),
+        },
+    })
+}
 
 /// Looks a dotted path up in `data`; `None` when a segment is missing.
 pub(crate) fn lookup<'a>(data: &'a Value, path: &str) -> Option<&'a Value> {
@@ -41,6 +67,11 @@ fn push_value(value: &Value, out: &mut String) {
 
 /// Redaction of interpolated values: the active redactors of one compile.
 pub(crate) type Redact<'a> = &'a dyn Fn(&str) -> Cow<'_, str>;
+
+/// Pins a closure to the higher-ranked signature of [`Redact`].
+pub(crate) fn redactor<F: for<'t> Fn(&'t str) -> Cow<'t, str>>(f: F) -> F {
+    f
+}
 
 /// Renders `template`; `place` names it in diagnostics (`the task of intent `refund``).
 pub(crate) fn render(
@@ -104,7 +135,6 @@ pub(crate) fn is_static(template: &Template) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn t(parts: Vec<TemplatePart>) -> Template {
         Template {

@@ -31,14 +31,14 @@ use crate::artifact::{Approval, Artifact, Effect, Intent};
 
 use super::inputs::RunContext;
 use super::policy::PolicyResult;
-use super::StaticText;
+use super::shared::StaticText;
 use crate::tokens::Tokenizer;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolManifestEntry {
     pub capability_metadata: CapabilityMetadata,
     /// The tool's input schema, shared with the prepared pack (never copied per compile).
-    #[serde(serialize_with = "super::envelope::sorted_shared_value")]
+    #[serde(serialize_with = "super::shared::sorted_shared_value")]
     pub json_schema: Arc<Value>,
     pub name: Arc<str>,
     pub surfaced: bool,
@@ -96,15 +96,23 @@ fn block_text(tool: &crate::artifact::Tool) -> String {
     format!("{head}\n{}", schema.trim_end())
 }
 
-/// The manifest (sorted by name, as the registry is) and the gates that fired
-/// `require_approval` effects activated.
+/// Stage 3's result.
+#[derive(Debug, Clone)]
+pub(crate) struct ToolSurface {
+    /// Every registry tool, sorted by name as the registry is.
+    pub manifest: Vec<ToolManifestEntry>,
+    /// The tools fired `require_approval` effects name, sorted and unique.
+    pub gates: Vec<String>,
+}
+
+/// Stage 3: surfaces the tools (see the module docs).
 pub(crate) fn surface<'a>(
     artifact: &'a Artifact,
     prepared: &[PreparedTool],
     intent: &'a Intent,
     run: &'a RunContext,
     results: &[PolicyResult],
-) -> (Vec<ToolManifestEntry>, Vec<String>) {
+) -> ToolSurface {
     // Each tool's first denying and first raising policy, in evaluation order.
     let mut denied_by: HashMap<&str, &str> = HashMap::new();
     let mut raised_by: HashMap<&str, &str> = HashMap::new();
@@ -187,5 +195,5 @@ pub(crate) fn surface<'a>(
             }
         })
         .collect();
-    (manifest, gates)
+    ToolSurface { manifest, gates }
 }

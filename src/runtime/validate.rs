@@ -14,6 +14,7 @@ use crate::artifact::{ContextField, Type};
 
 use super::error::CompileError;
 use super::inputs::CompileInputs;
+use super::shared::json_kind;
 
 /// The context schema as a tree of path segments: `user.tier` and `user.age` share the
 /// `user` group.
@@ -79,20 +80,6 @@ fn insert(
     }
 }
 
-/// The JSON kind of a value, as error messages name it.
-pub(crate) fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_f64() => "float",
-        Value::Number(_) => "int",
-        Value::String(_) => "string",
-        Value::Array(_) => "list",
-        Value::Object(_) => "object",
-    }
-}
-
-/// Validates every input. `buckets` are the pack's bucket names.
 /// Refuses a text that is empty or whitespace only: `request.history[2].content: empty`.
 fn non_blank(text: &str, path: impl FnOnce() -> String) -> Result<(), CompileError> {
     match text {
@@ -102,6 +89,7 @@ fn non_blank(text: &str, path: impl FnOnce() -> String) -> Result<(), CompileErr
     }
 }
 
+/// Validates every input. `buckets` are the pack's bucket names.
 pub(crate) fn validate_inputs(
     schema: &SchemaNode,
     buckets: &[String],
