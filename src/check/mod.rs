@@ -7,6 +7,8 @@ mod names;
 mod redactors;
 mod safety;
 
+pub use safety::{MAX_TOOL_NAME, TOOL_KINDS};
+
 use crate::diagnostic::Diagnostic;
 use crate::ir::{self, Pack};
 use crate::syntax::{self, ast};

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::artifact::Approval;
 use crate::diagnostic::Diagnostic;
-use crate::ir::{EffectIr, Pack};
+use crate::ir::{EffectIr, Pack, ToolIr};
 
 /// The standard tool kinds: what a tool does to the world, from reading to
 /// administering. A pack's own kind is written with an `x_` prefix (`x_billing`).
@@ -21,17 +21,18 @@ pub const MAX_TOOL_NAME: usize = 64;
 
 pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
     let prohibited: HashSet<&str> = pack.prohibitions.iter().map(|p| p.name.as_str()).collect();
-    // Tool name → the intents that permit it.
-    let mut permitted_by: HashMap<&str, Vec<&crate::ir::IntentIr>> = HashMap::new();
-    for intent in &pack.intents {
-        for t in &intent.tools {
-            permitted_by
-                .entry(t.name.as_str())
-                .or_default()
-                .push(intent);
-        }
+    intent_tools(pack, &prohibited, diags);
+    for tool in &pack.tools {
+        risk_and_approval(tool, diags);
+        kind_and_name(tool, diags);
+        description_and_use(pack, tool, &prohibited, diags);
     }
+    approval_raises(pack, diags);
+}
 
+/// E0403 and E0401: each tool an intent permits, against the pack's prohibitions and
+/// the intent's approval ceiling.
+fn intent_tools(pack: &Pack, prohibited: &HashSet<&str>, diags: &mut Vec<Diagnostic>) {
     for intent in &pack.intents {
         let ceiling = intent.safety.ceiling();
         for r in &intent.tools {
@@ -93,114 +94,138 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
             }
         }
     }
+}
 
-    for tool in &pack.tools {
-        if let (Some((risk, risk_span)), Some((approval, approval_span))) =
-            (tool.risk, tool.approval)
-        {
-            let needed = match risk {
-                crate::artifact::Risk::Critical => Approval::Review,
-                crate::artifact::Risk::High => Approval::Confirm,
-                _ => Approval::Auto,
-            };
-            if approval < needed {
-                diags.push(
-                    Diagnostic::new(
-                        "E0402",
-                        approval_span,
-                        format!(
-                            "tool `{}` has `{}` risk but `{}` approval",
-                            tool.name,
-                            risk.as_str(),
-                            approval.as_str()
-                        ),
-                    )
-                    .with_label(format!("`{}` risk needs at least `{}`", risk.as_str(), needed.as_str()))
-                    .with_secondary(risk_span, "risk declared here")
-                    .with_help(format!(
-                        "`critical` tools need `approval review`, `high` ones at least `approval confirm`: write `approval {}`",
-                        needed.as_str()
-                    )),
-                );
-            }
-        }
-        if let (Some(kind), Some(span)) = (&tool.kind, tool.kind_span) {
-            if !TOOL_KINDS.contains(&kind.as_str()) && !kind.starts_with("x_") {
-                let help = match crate::diagnostic::nearest(kind, TOOL_KINDS.iter().copied()) {
-                    Some(near) => format!("did you mean `{near}`? The standard kinds are {}; write a kind of your own as `x_{kind}`", kinds_list()),
-                    None => format!("the standard kinds are {}; write a kind of your own as `x_{kind}`", kinds_list()),
-                };
-                diags.push(
-                    Diagnostic::new(
-                        "W0404",
-                        span,
-                        format!(
-                            "tool `{}` has kind `{kind}`, which is not a standard kind",
-                            tool.name
-                        ),
-                    )
-                    .with_label("not a standard kind")
-                    .with_help(help),
-                );
-            }
-        }
-        if tool.name.chars().count() > MAX_TOOL_NAME {
+/// E0402: a tool's approval mode against its risk.
+fn risk_and_approval(tool: &ToolIr, diags: &mut Vec<Diagnostic>) {
+    if let (Some((risk, risk_span)), Some((approval, approval_span))) = (tool.risk, tool.approval) {
+        let needed = match risk {
+            crate::artifact::Risk::Critical => Approval::Review,
+            crate::artifact::Risk::High => Approval::Confirm,
+            _ => Approval::Auto,
+        };
+        if approval < needed {
             diags.push(
                 Diagnostic::new(
-                    "E0404",
-                    tool.name_span,
+                    "E0402",
+                    approval_span,
                     format!(
-                        "tool name `{}` is {} characters long; providers accept at most {MAX_TOOL_NAME}",
+                        "tool `{}` has `{}` risk but `{}` approval",
                         tool.name,
-                        tool.name.chars().count()
+                        risk.as_str(),
+                        approval.as_str()
                     ),
                 )
-                .with_label(format!("longer than {MAX_TOOL_NAME} characters"))
-                .with_help("OpenAI and Anthropic take tool names of 1 to 64 characters: shorten the name and put the detail in the description"),
-            );
-        }
-        if tool
-            .description
-            .as_deref()
-            .is_none_or(|d| d.trim().is_empty())
-        {
-            diags.push(
-                Diagnostic::new(
-                    "W0402",
-                    tool.name_span,
-                    format!("tool `{}` has no description", tool.name),
-                )
-                .with_label("no description")
-                .with_help(
-                    "the model chooses tools by their description: add `description \"...\"`",
-                ),
-            );
-        }
-        let intent_broken = pack
-            .broken
-            .iter()
-            .any(|d| d.kind == crate::ir::SymbolKind::Intent);
-        if !pack.library
-            && !intent_broken
-            && !pack.unresolved_imports
-            && !prohibited.contains(tool.name.as_str())
-            && !pack
-                .intents
-                .iter()
-                .any(|i| i.tools.iter().any(|t| t.name == tool.name))
-        {
-            diags.push(
-                Diagnostic::new(
-                    "W0401",
-                    tool.name_span,
-                    format!("tool `{}` is permitted by no intent", tool.name),
-                )
-                .with_label("never surfaced")
-                .with_help("add it to an intent's `tools`, prohibit it, or remove it"),
+                .with_label(format!("`{}` risk needs at least `{}`", risk.as_str(), needed.as_str()))
+                .with_secondary(risk_span, "risk declared here")
+                .with_help(format!(
+                    "`critical` tools need `approval review`, `high` ones at least `approval confirm`: write `approval {}`",
+                    needed.as_str()
+                )),
             );
         }
     }
+}
 
+/// W0404 and E0404: a tool's kind and the length of its name.
+fn kind_and_name(tool: &ToolIr, diags: &mut Vec<Diagnostic>) {
+    if let (Some(kind), Some(span)) = (&tool.kind, tool.kind_span) {
+        if !TOOL_KINDS.contains(&kind.as_str()) && !kind.starts_with("x_") {
+            let help = match crate::diagnostic::nearest(kind, TOOL_KINDS.iter().copied()) {
+                Some(near) => format!("did you mean `{near}`? The standard kinds are {}; write a kind of your own as `x_{kind}`", kinds_list()),
+                None => format!("the standard kinds are {}; write a kind of your own as `x_{kind}`", kinds_list()),
+            };
+            diags.push(
+                Diagnostic::new(
+                    "W0404",
+                    span,
+                    format!(
+                        "tool `{}` has kind `{kind}`, which is not a standard kind",
+                        tool.name
+                    ),
+                )
+                .with_label("not a standard kind")
+                .with_help(help),
+            );
+        }
+    }
+    if tool.name.chars().count() > MAX_TOOL_NAME {
+        diags.push(
+            Diagnostic::new(
+                "E0404",
+                tool.name_span,
+                format!(
+                    "tool name `{}` is {} characters long; providers accept at most {MAX_TOOL_NAME}",
+                    tool.name,
+                    tool.name.chars().count()
+                ),
+            )
+            .with_label(format!("longer than {MAX_TOOL_NAME} characters"))
+            .with_help("OpenAI and Anthropic take tool names of 1 to 64 characters: shorten the name and put the detail in the description"),
+        );
+    }
+}
+
+/// W0402 and W0401: a tool without a description, or that no intent permits.
+fn description_and_use(
+    pack: &Pack,
+    tool: &ToolIr,
+    prohibited: &HashSet<&str>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    if tool
+        .description
+        .as_deref()
+        .is_none_or(|d| d.trim().is_empty())
+    {
+        diags.push(
+            Diagnostic::new(
+                "W0402",
+                tool.name_span,
+                format!("tool `{}` has no description", tool.name),
+            )
+            .with_label("no description")
+            .with_help("the model chooses tools by their description: add `description \"...\"`"),
+        );
+    }
+    let intent_broken = pack
+        .broken
+        .iter()
+        .any(|d| d.kind == crate::ir::SymbolKind::Intent);
+    if !pack.library
+        && !intent_broken
+        && !pack.unresolved_imports
+        && !prohibited.contains(tool.name.as_str())
+        && !pack
+            .intents
+            .iter()
+            .any(|i| i.tools.iter().any(|t| t.name == tool.name))
+    {
+        diags.push(
+            Diagnostic::new(
+                "W0401",
+                tool.name_span,
+                format!("tool `{}` is permitted by no intent", tool.name),
+            )
+            .with_label("never surfaced")
+            .with_help("add it to an intent's `tools`, prohibit it, or remove it"),
+        );
+    }
+}
+
+/// W0403: a `require_approval` raise above the ceiling of an intent that permits
+/// the tool.
+fn approval_raises(pack: &Pack, diags: &mut Vec<Diagnostic>) {
+    // Tool name → the intents that permit it.
+    let mut permitted_by: HashMap<&str, Vec<&crate::ir::IntentIr>> = HashMap::new();
+    for intent in &pack.intents {
+        for t in &intent.tools {
+            permitted_by
+                .entry(t.name.as_str())
+                .or_default()
+                .push(intent);
+        }
+    }
     for policy in &pack.policies {
         for effect in &policy.effects {
             let EffectIr::RequireApproval(tools) = effect else {

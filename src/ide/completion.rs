@@ -70,7 +70,6 @@ const APPROVAL: &[&str] = &["auto", "confirm", "review"];
 const RISK: &[&str] = &["low", "medium", "high", "critical"];
 const OVERFLOW: &[&str] = &["drop", "truncate", "error"];
 const TOKENIZERS: &[&str] = &["o200k", "cl100k", "approx"];
-const TOOL_KINDS: &[&str] = &["read", "write", "admin"];
 const TYPES: &[&str] = &[
     "string",
     "int",
@@ -221,22 +220,8 @@ pub(super) fn complete(a: &Analysis, offset: usize) -> Vec<CompletionItem> {
     let tokens = lex(&text[..start]).tokens;
     let last = tokens.last();
 
-    // Inside a string: templates, and comparison values being typed in quotes.
     if let Some(t) = last.filter(|t| unterminated(t)) {
-        if let Some(open) = t.text.rfind("{{") {
-            if !t.text[open..].contains("}}") {
-                ctx.paths();
-                return ctx.items;
-            }
-        }
-        let before = tokens.len().checked_sub(3).and_then(|i| tokens.get(i));
-        let op = tokens.len().checked_sub(2).and_then(|i| tokens.get(i));
-        if let (Some(lhs), Some(op)) = (before, op) {
-            if matches!(op.text, "==" | "!=") && t.kind == Kind::Str {
-                ctx.replace = Span::new(start, offset);
-                ctx.comparison_values(lhs.text, false);
-            }
-        }
+        in_string(&mut ctx, &tokens, t);
         return ctx.items;
     }
 
@@ -262,7 +247,7 @@ pub(super) fn complete(a: &Analysis, offset: usize) -> Vec<CompletionItem> {
         "risk" => ctx.words(RISK, CompletionKind::Value),
         "overflow" => ctx.words(OVERFLOW, CompletionKind::Value),
         "tokenizer" => ctx.words(TOKENIZERS, CompletionKind::Value),
-        "kind" if top == Block::Tool => ctx.words(TOOL_KINDS, CompletionKind::Value),
+        "kind" if top == Block::Tool => ctx.words(crate::check::TOOL_KINDS, CompletionKind::Value),
         "prompt" if top == Block::Top => {
             ctx.words(&["system", "developer"], CompletionKind::Keyword)
         }
@@ -354,6 +339,24 @@ pub(super) fn complete(a: &Analysis, offset: usize) -> Vec<CompletionItem> {
         _ => {}
     }
     ctx.items
+}
+
+/// Inside a string: template paths after an open `{{`, and comparison values being
+/// typed in quotes.
+fn in_string(ctx: &mut Ctx<'_>, tokens: &[Token<'_>], t: &Token<'_>) {
+    if let Some(open) = t.text.rfind("{{") {
+        if !t.text[open..].contains("}}") {
+            ctx.paths();
+            return;
+        }
+    }
+    let before = tokens.len().checked_sub(3).and_then(|i| tokens.get(i));
+    let op = tokens.len().checked_sub(2).and_then(|i| tokens.get(i));
+    if let (Some(lhs), Some(op)) = (before, op) {
+        if matches!(op.text, "==" | "!=") && t.kind == Kind::Str {
+            ctx.comparison_values(lhs.text, false);
+        }
+    }
 }
 
 /// Is this the last token of text that ends inside a string?

@@ -62,6 +62,25 @@ struct Builder {
     first: HashMap<(SymbolKind, String), Span>,
 }
 
+/// The singletons seen while building bodies, for E0105/E0106 and the missing-item
+/// checks.
+#[derive(Default)]
+struct Seen {
+    description: Option<Span>,
+    system: Option<Span>,
+    developer: Option<Span>,
+    budget: Option<Span>,
+    fallback: Option<Span>,
+}
+
+/// What building bodies produces besides the IR, kept apart from the pack because the
+/// expression checker reads the pack while it writes them.
+#[derive(Default)]
+struct BodyOut {
+    diags: Vec<Diagnostic>,
+    refs: Vec<Reference>,
+}
+
 impl Builder {
     fn header(&mut self, file: &ast::File) {
         let Some(h) = &file.header else {
@@ -435,305 +454,314 @@ impl Builder {
     }
 
     fn bodies(&mut self, file: &ast::File) {
-        let mut description: Option<Span> = None;
-        let mut system: Option<Span> = None;
-        let mut developer: Option<Span> = None;
-        let mut budget_seen: Option<Span> = None;
-        let mut fallback: Option<Span> = None;
-        let mut refs = Vec::new();
-        let mut diags = Vec::new();
-
+        let mut seen = Seen::default();
+        let mut out = BodyOut::default();
         for item in &file.items {
-            match &item.kind {
-                ItemKind::Import(i) => {
-                    if i.version.is_none() {
-                        diags.push(
-                            Diagnostic::new("E0701", item.keyword, format!("import of `{}` has no version", i.name.value))
-                                .with_label("unpinned import")
-                                .with_help(format!("pin it: `import \"{}\" version \"X.Y.Z\"` (there is no \"latest\")", i.name.value)),
-                        );
-                    }
-                    if !valid_pack_name(&i.name.value) {
-                        diags.push(
-                            Diagnostic::new(
-                                "E0104",
-                                i.name.span,
-                                format!("malformed pack name `{}`", i.name.value),
-                            )
-                            .with_label("expected `scope/name`")
-                            .with_help(
-                                "pack names are `scope/name`, each part `[a-z0-9][a-z0-9-]*`",
-                            ),
-                        );
-                    }
-                    if let Some(v) = &i.version {
-                        if semver::Version::parse(&v.value).is_err() {
-                            diags.push(
-                                Diagnostic::new(
-                                    "E0104",
-                                    v.span,
-                                    format!("malformed version `{}`", v.value),
-                                )
-                                .with_label("not a semantic version")
-                                .with_help("write an exact semantic version such as `2.1.0`"),
-                            );
-                        }
-                    }
-                    self.pack.imports.push(ImportDecl {
-                        name: i.name.value.clone(),
-                        version: i.version.as_ref().map(|v| v.value.clone()),
-                        keyword: item.keyword,
-                        name_span: i.name.span,
+            self.body(item, &mut seen, &mut out);
+        }
+        self.missing_items(file, &mut seen, &mut out);
+        self.diags.extend(out.diags);
+        self.pack.references.extend(out.refs);
+    }
+
+    /// One item's body: typed, its references resolved, into the pack.
+    fn body(&mut self, item: &ast::Item, seen: &mut Seen, out: &mut BodyOut) {
+        match &item.kind {
+            ItemKind::Import(i) => self.import(item, i, out),
+            ItemKind::Description(d) => {
+                if self.singleton(&mut seen.description, item.keyword, "`description`") {
+                    self.pack.description = Some(d.value.clone());
+                }
+            }
+            ItemKind::Prompt(p) => self.prompt(item, p, seen, out),
+            ItemKind::Budget(b) => self.budget(item, b, seen, out),
+            // A second definition was reported (E0101); checking its body too
+            // would report the first mistake again in other words (E0401, ...).
+            ItemKind::Tool(t) if self.is_first(SymbolKind::Tool, &t.name) => {
+                self.tool(t, item.doc.clone(), &mut out.diags)
+            }
+            ItemKind::Tool(_) => {}
+            ItemKind::Prohibit(names) => {
+                for n in names {
+                    self.pack.prohibitions.push(NameRef {
+                        name: n.name.clone(),
+                        span: n.span,
                     });
                 }
-                ItemKind::Description(d) => {
-                    if self.singleton(&mut description, item.keyword, "`description`") {
-                        self.pack.description = Some(d.value.clone());
-                    }
-                }
-                ItemKind::Prompt(p) => {
-                    if self.library_forbids(item, "a prompt") {
-                        continue;
-                    }
-                    let (seen, what) = match p.role {
-                        Role::System => (&mut system, "`prompt system`"),
-                        Role::Developer => (&mut developer, "`prompt developer`"),
-                    };
-                    let mut seen_copy = *seen;
-                    let first = self.singleton(&mut seen_copy, item.keyword, what);
-                    match p.role {
-                        Role::System => system = seen_copy,
-                        Role::Developer => developer = seen_copy,
-                    }
-                    if first {
-                        let t = Checker {
-                            pack: &self.pack,
-                            diags: &mut diags,
-                            refs: &mut refs,
-                        }
-                        .template(&p.text);
-                        match p.role {
-                            Role::System => self.pack.system = Some(t),
-                            Role::Developer => self.pack.developer = Some(t),
-                        }
-                    }
-                }
-                ItemKind::Budget(b) => {
-                    if self.library_forbids(item, "a budget") {
-                        continue;
-                    }
-                    if self.singleton(&mut budget_seen, item.keyword, "`budget`") {
-                        self.pack.budget = Some(BudgetIr {
-                            keyword: item.keyword,
-                            total: b.total.map(|t| (t.value, t.span)),
-                            tokenizer: b
-                                .tokenizer
-                                .map_or(crate::artifact::Tokenizer::O200k, |t| t.value),
-                            buckets: b
-                                .buckets
-                                .iter()
-                                .map(|bk| BucketIr {
-                                    name: bk.name.name.clone(),
-                                    name_span: bk.name.span,
-                                    share_ppm: bk.share.map(|s| s.value),
-                                    share_span: bk.share.map(|s| s.span),
-                                    priority: bk.priority.map_or(0, |p| p.value),
-                                    min: bk.min.map(|m| (m.value, m.span)),
-                                    overflow: bk
-                                        .overflow
-                                        .map_or(crate::artifact::Overflow::Drop, |o| o.value),
-                                })
-                                .collect(),
-                        });
-                        for bk in &b.buckets {
-                            if bk.share.is_none() {
-                                diags.push(
-                                    Diagnostic::new(
-                                        "E0103",
-                                        bk.name.span,
-                                        format!("bucket `{}` has no `share`", bk.name.name),
-                                    )
-                                    .with_label("missing `share`")
-                                    .with_help(
-                                        "give every bucket a share of the budget, e.g. `share 10%`",
-                                    ),
-                                );
-                            }
-                        }
-                    }
-                }
-                // A second definition was reported (E0101); checking its body too
-                // would report the first mistake again in other words (E0401, ...).
-                ItemKind::Tool(t) if self.is_first(SymbolKind::Tool, &t.name) => {
-                    self.tool(t, item.doc.clone(), &mut diags)
-                }
-                ItemKind::Tool(_) => {}
-                ItemKind::Prohibit(names) => {
-                    for n in names {
-                        self.pack.prohibitions.push(NameRef {
-                            name: n.name.clone(),
-                            span: n.span,
-                        });
-                    }
-                }
-                ItemKind::Intent(i) => {
-                    if self.library_forbids(item, "an intent") {
-                        continue;
-                    }
-                    if let Some(fb) = i.fallback {
-                        if let Some(first) = fallback {
-                            diags.push(
-                                Diagnostic::new("E0106", i.name.span, format!("intent `{}` is a second `fallback`", i.name.name))
-                                    .with_label("second fallback intent")
-                                    .with_secondary(first, "first fallback here")
-                                    .with_help("a pack has at most one fallback intent; remove `fallback` from one of them"),
-                            );
-                        } else {
-                            fallback = Some(i.name.span);
-                        }
-                        let _ = fb;
-                    }
-                    let task = match &i.task {
-                        Some(t) => Some(
-                            Checker {
-                                pack: &self.pack,
-                                diags: &mut diags,
-                                refs: &mut refs,
-                            }
-                            .template(t),
-                        ),
-                        None => {
-                            diags.push(
-                                Diagnostic::new(
-                                    "E0103",
-                                    i.name.span,
-                                    format!("intent `{}` has no `task`", i.name.name),
-                                )
-                                .with_label("missing `task`")
-                                .with_help("every intent states its task: `task \"...\"`"),
-                            );
-                            None
-                        }
-                    };
-                    self.pack.intents.push(IntentIr {
-                        name: i.name.name.clone(),
-                        name_span: i.name.span,
-                        fallback: i.fallback.is_some(),
-                        description: i.description.as_ref().map(|d| d.value.clone()),
-                        safety: i
-                            .safety
-                            .map_or(crate::artifact::SafetyMode::Autonomous, |s| s.value),
-                        tools: i.tools.iter().map(name_ref).collect(),
-                        task,
-                        budget: i.budget.as_ref().map(|b| IntentBudgetIr {
-                            keyword: b.keyword,
-                            overrides: b
-                                .overrides
-                                .iter()
-                                .map(|(n, s)| (name_ref(n), s.value))
-                                .collect(),
-                        }),
-                        doc: item.doc.clone(),
-                    });
-                }
-                ItemKind::Redactor(r) => self.pack.redactors.push(RedactorIr {
-                    name: r.name.name.clone(),
-                    name_span: r.name.span,
-                    pattern: r.pattern.value.clone(),
-                    pattern_span: r.pattern.span,
-                    doc: item.doc.clone(),
-                }),
-                ItemKind::Policy(p) => {
-                    let when = Checker {
-                        pack: &self.pack,
-                        diags: &mut diags,
-                        refs: &mut refs,
-                    }
-                    .condition(&p.when);
-                    let mut effects = Vec::with_capacity(p.effects.len());
-                    for e in &p.effects {
-                        effects.push(match &e.kind {
-                            EffectKind::Refuse(s) => EffectIr::Refuse(s.value.clone()),
-                            EffectKind::Escalate(s) => EffectIr::Escalate(s.value.clone()),
-                            EffectKind::RequireApproval(n) => {
-                                EffectIr::RequireApproval(n.iter().map(name_ref).collect())
-                            }
-                            EffectKind::Deny(n) => EffectIr::Deny(n.iter().map(name_ref).collect()),
-                            EffectKind::Redact(n) => {
-                                EffectIr::Redact(n.iter().map(name_ref).collect())
-                            }
-                            EffectKind::Instruct(s) => EffectIr::Instruct(
-                                Checker {
-                                    pack: &self.pack,
-                                    diags: &mut diags,
-                                    refs: &mut refs,
-                                }
-                                .template(s),
-                            ),
-                        });
-                    }
-                    if effects.is_empty() {
-                        diags.push(
-                            Diagnostic::new("E0301", p.name.span, format!("policy `{}` has no effect", p.name.name))
-                                .with_label("does nothing when it fires")
-                                .with_help("add an effect: `refuse`, `escalate`, `require_approval`, `deny`, `redact` or `instruct`"),
-                        );
-                    }
-                    self.pack.policies.push(PolicyIr {
-                        name: p.name.name.clone(),
-                        name_span: p.name.span,
-                        priority: p.priority.map_or(0, |p| p.value),
-                        advisory: p.advisory.is_some(),
-                        when,
-                        when_span: p.when.span,
-                        effects,
-                        doc: item.doc.clone(),
-                    });
-                }
-                ItemKind::Block(bl) => {
-                    let text = Checker {
-                        pack: &self.pack,
-                        diags: &mut diags,
-                        refs: &mut refs,
-                    }
-                    .template(&bl.text);
-                    self.pack.blocks.push(BlockIr {
-                        name: bl.name.name.clone(),
-                        name_span: bl.name.span,
-                        bucket: name_ref(&bl.bucket),
-                        priority: bl.priority.map_or(0, |p| p.value),
-                        text,
-                        doc: item.doc.clone(),
-                    });
-                }
-                ItemKind::Context(_) | ItemKind::Broken(_) => {}
+            }
+            ItemKind::Intent(i) => self.intent(item, i, seen, out),
+            ItemKind::Redactor(r) => self.pack.redactors.push(RedactorIr {
+                name: r.name.name.clone(),
+                name_span: r.name.span,
+                pattern: r.pattern.value.clone(),
+                pattern_span: r.pattern.span,
+                doc: item.doc.clone(),
+            }),
+            ItemKind::Policy(p) => self.policy(item, p, out),
+            ItemKind::Block(bl) => self.block(item, bl, out),
+            ItemKind::Context(_) | ItemKind::Broken(_) => {}
+        }
+    }
+
+    /// E0701 and E0104 for an import; the import itself.
+    fn import(&mut self, item: &ast::Item, i: &ast::Import, out: &mut BodyOut) {
+        if i.version.is_none() {
+            out.diags.push(
+                Diagnostic::new(
+                    "E0701",
+                    item.keyword,
+                    format!("import of `{}` has no version", i.name.value),
+                )
+                .with_label("unpinned import")
+                .with_help(format!(
+                    "pin it: `import \"{}\" version \"X.Y.Z\"` (there is no \"latest\")",
+                    i.name.value
+                )),
+            );
+        }
+        if !valid_pack_name(&i.name.value) {
+            out.diags.push(
+                Diagnostic::new(
+                    "E0104",
+                    i.name.span,
+                    format!("malformed pack name `{}`", i.name.value),
+                )
+                .with_label("expected `scope/name`")
+                .with_help("pack names are `scope/name`, each part `[a-z0-9][a-z0-9-]*`"),
+            );
+        }
+        if let Some(v) = &i.version {
+            if semver::Version::parse(&v.value).is_err() {
+                out.diags.push(
+                    Diagnostic::new("E0104", v.span, format!("malformed version `{}`", v.value))
+                        .with_label("not a semantic version")
+                        .with_help("write an exact semantic version such as `2.1.0`"),
+                );
             }
         }
+        self.pack.imports.push(ImportDecl {
+            name: i.name.value.clone(),
+            version: i.version.as_ref().map(|v| v.value.clone()),
+            keyword: item.keyword,
+            name_span: i.name.span,
+        });
+    }
 
+    fn prompt(&mut self, item: &ast::Item, p: &ast::Prompt, seen: &mut Seen, out: &mut BodyOut) {
+        if self.library_forbids(item, "a prompt") {
+            return;
+        }
+        let (slot, what) = match p.role {
+            Role::System => (&mut seen.system, "`prompt system`"),
+            Role::Developer => (&mut seen.developer, "`prompt developer`"),
+        };
+        if self.singleton(slot, item.keyword, what) {
+            let t = Checker {
+                pack: &self.pack,
+                diags: &mut out.diags,
+                refs: &mut out.refs,
+            }
+            .template(&p.text);
+            match p.role {
+                Role::System => self.pack.system = Some(t),
+                Role::Developer => self.pack.developer = Some(t),
+            }
+        }
+    }
+
+    fn budget(&mut self, item: &ast::Item, b: &ast::Budget, seen: &mut Seen, out: &mut BodyOut) {
+        if self.library_forbids(item, "a budget") {
+            return;
+        }
+        if self.singleton(&mut seen.budget, item.keyword, "`budget`") {
+            self.pack.budget = Some(BudgetIr {
+                keyword: item.keyword,
+                total: b.total.map(|t| (t.value, t.span)),
+                tokenizer: b
+                    .tokenizer
+                    .map_or(crate::artifact::Tokenizer::O200k, |t| t.value),
+                buckets: b
+                    .buckets
+                    .iter()
+                    .map(|bk| BucketIr {
+                        name: bk.name.name.clone(),
+                        name_span: bk.name.span,
+                        share_ppm: bk.share.map(|s| s.value),
+                        share_span: bk.share.map(|s| s.span),
+                        priority: bk.priority.map_or(0, |p| p.value),
+                        min: bk.min.map(|m| (m.value, m.span)),
+                        overflow: bk
+                            .overflow
+                            .map_or(crate::artifact::Overflow::Drop, |o| o.value),
+                    })
+                    .collect(),
+            });
+            for bk in &b.buckets {
+                if bk.share.is_none() {
+                    out.diags.push(
+                        Diagnostic::new(
+                            "E0103",
+                            bk.name.span,
+                            format!("bucket `{}` has no `share`", bk.name.name),
+                        )
+                        .with_label("missing `share`")
+                        .with_help("give every bucket a share of the budget, e.g. `share 10%`"),
+                    );
+                }
+            }
+        }
+    }
+
+    fn intent(&mut self, item: &ast::Item, i: &ast::Intent, seen: &mut Seen, out: &mut BodyOut) {
+        if self.library_forbids(item, "an intent") {
+            return;
+        }
+        if let Some(fb) = i.fallback {
+            if let Some(first) = seen.fallback {
+                out.diags.push(
+                    Diagnostic::new("E0106", i.name.span, format!("intent `{}` is a second `fallback`", i.name.name))
+                        .with_label("second fallback intent")
+                        .with_secondary(first, "first fallback here")
+                        .with_help("a pack has at most one fallback intent; remove `fallback` from one of them"),
+                );
+            } else {
+                seen.fallback = Some(i.name.span);
+            }
+            let _ = fb;
+        }
+        let task = match &i.task {
+            Some(t) => Some(
+                Checker {
+                    pack: &self.pack,
+                    diags: &mut out.diags,
+                    refs: &mut out.refs,
+                }
+                .template(t),
+            ),
+            None => {
+                out.diags.push(
+                    Diagnostic::new(
+                        "E0103",
+                        i.name.span,
+                        format!("intent `{}` has no `task`", i.name.name),
+                    )
+                    .with_label("missing `task`")
+                    .with_help("every intent states its task: `task \"...\"`"),
+                );
+                None
+            }
+        };
+        self.pack.intents.push(IntentIr {
+            name: i.name.name.clone(),
+            name_span: i.name.span,
+            fallback: i.fallback.is_some(),
+            description: i.description.as_ref().map(|d| d.value.clone()),
+            safety: i
+                .safety
+                .map_or(crate::artifact::SafetyMode::Autonomous, |s| s.value),
+            tools: i.tools.iter().map(name_ref).collect(),
+            task,
+            budget: i.budget.as_ref().map(|b| IntentBudgetIr {
+                keyword: b.keyword,
+                overrides: b
+                    .overrides
+                    .iter()
+                    .map(|(n, s)| (name_ref(n), s.value))
+                    .collect(),
+            }),
+            doc: item.doc.clone(),
+        });
+    }
+
+    fn policy(&mut self, item: &ast::Item, p: &ast::Policy, out: &mut BodyOut) {
+        let when = Checker {
+            pack: &self.pack,
+            diags: &mut out.diags,
+            refs: &mut out.refs,
+        }
+        .condition(&p.when);
+        let mut effects = Vec::with_capacity(p.effects.len());
+        for e in &p.effects {
+            effects.push(match &e.kind {
+                EffectKind::Refuse(s) => EffectIr::Refuse(s.value.clone()),
+                EffectKind::Escalate(s) => EffectIr::Escalate(s.value.clone()),
+                EffectKind::RequireApproval(n) => {
+                    EffectIr::RequireApproval(n.iter().map(name_ref).collect())
+                }
+                EffectKind::Deny(n) => EffectIr::Deny(n.iter().map(name_ref).collect()),
+                EffectKind::Redact(n) => EffectIr::Redact(n.iter().map(name_ref).collect()),
+                EffectKind::Instruct(s) => EffectIr::Instruct(
+                    Checker {
+                        pack: &self.pack,
+                        diags: &mut out.diags,
+                        refs: &mut out.refs,
+                    }
+                    .template(s),
+                ),
+            });
+        }
+        if effects.is_empty() {
+            out.diags.push(
+                Diagnostic::new("E0301", p.name.span, format!("policy `{}` has no effect", p.name.name))
+                    .with_label("does nothing when it fires")
+                    .with_help("add an effect: `refuse`, `escalate`, `require_approval`, `deny`, `redact` or `instruct`"),
+            );
+        }
+        self.pack.policies.push(PolicyIr {
+            name: p.name.name.clone(),
+            name_span: p.name.span,
+            priority: p.priority.map_or(0, |p| p.value),
+            advisory: p.advisory.is_some(),
+            when,
+            when_span: p.when.span,
+            effects,
+            doc: item.doc.clone(),
+        });
+    }
+
+    fn block(&mut self, item: &ast::Item, bl: &ast::Block, out: &mut BodyOut) {
+        let text = Checker {
+            pack: &self.pack,
+            diags: &mut out.diags,
+            refs: &mut out.refs,
+        }
+        .template(&bl.text);
+        self.pack.blocks.push(BlockIr {
+            name: bl.name.name.clone(),
+            name_span: bl.name.span,
+            bucket: name_ref(&bl.bucket),
+            priority: bl.priority.map_or(0, |p| p.value),
+            text,
+            doc: item.doc.clone(),
+        });
+    }
+
+    /// E0103 for the items an application pack cannot do without.
+    fn missing_items(&mut self, file: &ast::File, seen: &mut Seen, out: &mut BodyOut) {
         let broken = |kind: BrokenKind| {
             file.items
                 .iter()
                 .any(|i| matches!(&i.kind, ItemKind::Broken(b) if b.kind == kind))
         };
         if broken(BrokenKind::Prompt) {
-            system = system.or(Some(self.pack.header_span));
+            seen.system = seen.system.or(Some(self.pack.header_span));
         }
         if broken(BrokenKind::Budget) {
-            budget_seen = budget_seen.or(Some(self.pack.header_span));
+            seen.budget = seen.budget.or(Some(self.pack.header_span));
         }
         if !self.pack.library && file.header.is_some() {
             let at = self.pack.header_span;
             let pack = self.pack.name.clone();
-            if system.is_none() {
-                diags.push(missing(
+            if seen.system.is_none() {
+                out.diags.push(missing(
                     at,
                     &pack,
                     "`prompt system`",
                     "add `prompt system \"\"\"...\"\"\"`",
                 ));
             }
-            if budget_seen.is_none() {
-                diags.push(missing(
+            if seen.budget.is_none() {
+                out.diags.push(missing(
                     at,
                     &pack,
                     "`budget`",
@@ -742,7 +770,7 @@ impl Builder {
             }
             let has_intent = !self.pack.intents.is_empty() || broken(BrokenKind::Intent);
             if !has_intent {
-                diags.push(missing(
+                out.diags.push(missing(
                     at,
                     &pack,
                     "intent",
@@ -750,8 +778,6 @@ impl Builder {
                 ));
             }
         }
-        self.diags.extend(diags);
-        self.pack.references.extend(refs);
     }
 
     fn tool(&mut self, t: &ast::Tool, doc: Option<String>, diags: &mut Vec<Diagnostic>) {

@@ -16,15 +16,55 @@ pub fn compiler() -> Compiler {
 }
 
 /// Lowers a checked pack. `dependencies` are the resolved imports, transitively.
+/// Every collection is sorted (see the artifact format), so the same pack gives the
+/// same bytes.
 pub fn lower(pack: &Pack, dependencies: Vec<Dependency>) -> Artifact {
-    let own = pack.provenance();
-    let origin = |kind: ir::SymbolKind, name: &str| -> String {
-        pack.origins
+    let origin = Origin {
+        pack,
+        own: pack.provenance(),
+    };
+    let mut dependencies = dependencies;
+    dependencies.sort_by(|a, b| (&a.name, &a.version).cmp(&(&b.name, &b.version)));
+    dependencies.dedup();
+    Artifact {
+        format: ARTIFACT_FORMAT.to_owned(),
+        name: pack.name.clone(),
+        version: pack.version.clone(),
+        library: pack.library,
+        description: pack.description.clone(),
+        compiler: compiler(),
+        dependencies,
+        context: context(pack, &origin),
+        prompts: prompts(pack),
+        budget: budget(pack),
+        tools: tools(pack, &origin),
+        prohibitions: prohibitions(pack, &origin),
+        intents: intents(pack),
+        redactors: redactors(pack, &origin),
+        policies: policies(pack, &origin),
+        blocks: blocks(pack, &origin),
+        hash: None,
+    }
+}
+
+/// Where an item came from: the pack that defined it, `scope/name@version`.
+struct Origin<'a> {
+    pack: &'a Pack,
+    /// This pack's own provenance.
+    own: String,
+}
+
+impl Origin<'_> {
+    fn of(&self, kind: ir::SymbolKind, name: &str) -> String {
+        self.pack
+            .origins
             .get(&(kind, name.to_owned()))
             .cloned()
-            .unwrap_or_else(|| own.clone())
-    };
+            .unwrap_or_else(|| self.own.clone())
+    }
+}
 
+fn context(pack: &Pack, origin: &Origin<'_>) -> Vec<ContextField> {
     let mut context: Vec<ContextField> = pack
         .fields
         .iter()
@@ -33,21 +73,26 @@ pub fn lower(pack: &Pack, dependencies: Vec<Dependency>) -> Artifact {
             ty: f.ty.to_artifact(),
             optional: f.optional,
             doc: f.doc.clone(),
-            provenance: origin(ir::SymbolKind::Field, &f.path),
+            provenance: origin.of(ir::SymbolKind::Field, &f.path),
         })
         .collect();
     context.sort_by(|a, b| a.path.cmp(&b.path));
+    context
+}
 
-    let prompts = if pack.library {
+fn prompts(pack: &Pack) -> Option<Prompts> {
+    if pack.library {
         None
     } else {
         pack.system.as_ref().map(|s| Prompts {
             system: template(s),
             developer: pack.developer.as_ref().map(template),
         })
-    };
+    }
+}
 
-    let budget = if pack.library {
+fn budget(pack: &Pack) -> Option<Budget> {
+    if pack.library {
         None
     } else {
         pack.budget.as_ref().map(|b| {
@@ -69,8 +114,10 @@ pub fn lower(pack: &Pack, dependencies: Vec<Dependency>) -> Artifact {
                 buckets,
             }
         })
-    };
+    }
+}
 
+fn tools(pack: &Pack, origin: &Origin<'_>) -> Vec<Tool> {
     let mut tools: Vec<Tool> = pack
         .tools
         .iter()
@@ -82,11 +129,14 @@ pub fn lower(pack: &Pack, dependencies: Vec<Dependency>) -> Artifact {
             approval: t.approval.map_or(Approval::Review, |(a, _)| a),
             input: t.input.clone(),
             doc: t.doc.clone(),
-            provenance: origin(ir::SymbolKind::Tool, &t.name),
+            provenance: origin.of(ir::SymbolKind::Tool, &t.name),
         })
         .collect();
     tools.sort_by(|a, b| a.name.cmp(&b.name));
+    tools
+}
 
+fn prohibitions(pack: &Pack, origin: &Origin<'_>) -> Vec<Prohibition> {
     let mut prohibitions: Vec<Prohibition> = pack
         .prohibitions
         .iter()
@@ -96,12 +146,15 @@ pub fn lower(pack: &Pack, dependencies: Vec<Dependency>) -> Artifact {
                 .prohibition_origins
                 .get(&p.name)
                 .cloned()
-                .unwrap_or_else(|| own.clone()),
+                .unwrap_or_else(|| origin.own.clone()),
         })
         .collect();
     prohibitions.sort_by(|a, b| (&a.tool, &a.provenance).cmp(&(&b.tool, &b.provenance)));
     prohibitions.dedup_by(|a, b| a.tool == b.tool);
+    prohibitions
+}
 
+fn intents(pack: &Pack) -> Vec<Intent> {
     let mut intents: Vec<Intent> = if pack.library {
         Vec::new()
     } else {
@@ -128,7 +181,10 @@ pub fn lower(pack: &Pack, dependencies: Vec<Dependency>) -> Artifact {
             .collect()
     };
     intents.sort_by(|a, b| a.name.cmp(&b.name));
+    intents
+}
 
+fn redactors(pack: &Pack, origin: &Origin<'_>) -> Vec<Redactor> {
     let mut redactors: Vec<Redactor> = pack
         .redactors
         .iter()
@@ -136,11 +192,14 @@ pub fn lower(pack: &Pack, dependencies: Vec<Dependency>) -> Artifact {
             name: r.name.clone(),
             pattern: r.pattern.clone(),
             doc: r.doc.clone(),
-            provenance: origin(ir::SymbolKind::Redactor, &r.name),
+            provenance: origin.of(ir::SymbolKind::Redactor, &r.name),
         })
         .collect();
     redactors.sort_by(|a, b| a.name.cmp(&b.name));
+    redactors
+}
 
+fn policies(pack: &Pack, origin: &Origin<'_>) -> Vec<Policy> {
     let mut policies: Vec<Policy> = pack
         .policies
         .iter()
@@ -161,7 +220,7 @@ pub fn lower(pack: &Pack, dependencies: Vec<Dependency>) -> Artifact {
                     EffectIr::Instruct(t) => Effect::Instruct(template(t)),
                 })
                 .collect(),
-            bundle: origin(ir::SymbolKind::Policy, &p.name),
+            bundle: origin.of(ir::SymbolKind::Policy, &p.name),
             doc: p.doc.clone(),
         })
         .collect();
@@ -170,7 +229,10 @@ pub fn lower(pack: &Pack, dependencies: Vec<Dependency>) -> Artifact {
             .cmp(&a.priority)
             .then_with(|| a.name.cmp(&b.name))
     });
+    policies
+}
 
+fn blocks(pack: &Pack, origin: &Origin<'_>) -> Vec<Block> {
     let mut blocks: Vec<Block> = pack
         .blocks
         .iter()
@@ -180,34 +242,11 @@ pub fn lower(pack: &Pack, dependencies: Vec<Dependency>) -> Artifact {
             priority: b.priority,
             text: template(&b.text),
             doc: b.doc.clone(),
-            provenance: origin(ir::SymbolKind::Block, &b.name),
+            provenance: origin.of(ir::SymbolKind::Block, &b.name),
         })
         .collect();
     blocks.sort_by(|a, b| a.name.cmp(&b.name));
-
-    let mut dependencies = dependencies;
-    dependencies.sort_by(|a, b| (&a.name, &a.version).cmp(&(&b.name, &b.version)));
-    dependencies.dedup();
-
-    Artifact {
-        format: ARTIFACT_FORMAT.to_owned(),
-        name: pack.name.clone(),
-        version: pack.version.clone(),
-        library: pack.library,
-        description: pack.description.clone(),
-        compiler: compiler(),
-        dependencies,
-        context,
-        prompts,
-        budget,
-        tools,
-        prohibitions,
-        intents,
-        redactors,
-        policies,
-        blocks,
-        hash: None,
-    }
+    blocks
 }
 
 fn template(t: &TemplateIr) -> Template {
