@@ -6,7 +6,7 @@
 //! | --- | --- |
 //! | `block` | the rendered template |
 //! | `policy` | the rendered `instruct` |
-//! | `tool` | `NAME: DESCRIPTION`, or `NAME` alone when the description is empty |
+//! | `tool` | `NAME: DESCRIPTION` (or `NAME` alone when the description is empty), a newline, the input schema as canonical JSON |
 //! | `evidence` | `<evidence id="ID" source="SRC">CONTENT</evidence>` |
 //! | `memory` | `<memory id="ID">CONTENT</memory>` |
 //! | `session` | `ROLE: CONTENT` (`user` or `assistant`) |

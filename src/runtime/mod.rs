@@ -5,8 +5,23 @@
 //! refuses library packs, compiles every policy condition (datalogic-rs) and redactor
 //! (regex), builds the context schema tree, and pre-counts the texts that never change
 //! (tool descriptions, static blocks and instructs without interpolation).
-//! [`PreparedPack::compile`] then runs the eight stages of `runtime.md`. It is pure and
-//! deterministic: no I/O, no clock, no randomness; the same inputs give the same bytes.
+//! [`PreparedPack::compile`] then runs the eight stages of the runtime contract, one
+//! call each, in order, each in the module named for it and handing a typed result to
+//! the next:
+//!
+//! | stage | module | result |
+//! | --- | --- | --- |
+//! | 1. intent classification | [`intent`] | `Resolved` |
+//! | 2. policy resolution | [`policy`] | `PolicyOutcome` (with the active redactors) |
+//! | 3. tool surfacing | [`tools`] | `ToolSurface` |
+//! | 4–5. evidence and memory, as given | [`memo`] | `Contents` (their hashes) |
+//! | 6. token budget allocation | [`budget`] | `BudgetPlan` (and `FixedText`) |
+//! | 7. bucket assembly | [`assemble`] | `Assembly` |
+//! | 8. manifests, controls, ledger | [`envelope`] | [`CompiledContext`] |
+//!
+//! Types several stages share live in `shared`, which depends on none of them, so the
+//! stages depend on each other only in pipeline order. It is pure and deterministic:
+//! no I/O, no clock, no randomness; the same inputs give the same bytes.
 //!
 //! # Caches
 //!
