@@ -4,7 +4,8 @@
 use clap::{CommandFactory, Parser, Subcommand};
 use ctxpack::commands::{
     self, build::BuildArgs, check::CheckArgs, compile::CompileArgs, diff::DiffArgs, exit,
-    fmt::FmtArgs, lsp::LspArgs, publish::PublishArgs, test::TestArgs, verify::VerifyArgs,
+    fmt::FmtArgs, lsp::LspArgs, publish::PublishArgs, serve::ServeArgs, test::TestArgs,
+    verify::VerifyArgs,
     versions::VersionsArgs,
 };
 
@@ -106,6 +107,12 @@ enum Command {
         after_help = "Examples:\n  ctxpack diff v1.json v2.json\n  ctxpack diff acme/support@1.0.0 acme/support@1.1.0\n  ctxpack diff --format json --exit-code old.json new.json"
     )]
     Diff(DiffArgs),
+    /// Run the compile service: `POST /v1/compile` answers what `compile` prints,
+    /// `GET /metrics` serves Prometheus metrics (starts the `ctxpack-serve` binary).
+    ///
+    /// `ctxpack serve --help` lists the service's flags (listen address, registry,
+    /// preloaded packs, concurrency, timeouts, body limit).
+    Serve(ServeArgs),
     /// Print a shell completion script for ctxpack.
     #[command(
         after_help = "Examples:\n  ctxpack completions bash > ~/.local/share/bash-completion/completions/ctxpack\n  ctxpack completions zsh > ~/.zfunc/_ctxpack\n  ctxpack completions fish > ~/.config/fish/completions/ctxpack.fish"
@@ -149,6 +156,7 @@ fn main() {
         Command::Publish(args) => commands::publish::run(args),
         Command::Versions(args) => commands::versions::run(args),
         Command::Diff(args) => commands::diff::run(args),
+        Command::Serve(args) => commands::serve::run(args),
         Command::Completions { shell } => {
             clap_complete::generate(
                 *shell,

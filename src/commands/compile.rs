@@ -163,15 +163,25 @@ pub fn execute(args: &CompileArgs) -> Result<String, CliError> {
         }
         return Ok(out);
     }
-    Ok(match args.target {
-        Target::Raw if args.pretty => pretty(&compiled.to_value()),
+    if args.target == Target::Raw && args.pretty {
+        return Ok(pretty(&compiled.to_value()));
+    }
+    render_output(&compiled, args.target, args.model.as_deref(), args.max_tokens)
+}
+
+/// What `compile` prints for `target`: the canonical envelope, or a provider body
+/// (pretty JSON, final newline); a refused compile has no provider body. Services
+/// that answer compiles use this too, so they answer the same bytes.
+pub fn render_output(
+    compiled: &CompiledContext,
+    target: Target,
+    model: Option<&str>,
+    max_tokens: u32,
+) -> Result<String, CliError> {
+    Ok(match target {
         Target::Raw => String::from_utf8_lossy(&compiled.canonical_bytes()).into_owned(),
-        Target::Openai => pretty(&render::openai(&compiled, args.model.as_deref())?),
-        Target::Anthropic => pretty(&render::anthropic(
-            &compiled,
-            args.model.as_deref(),
-            args.max_tokens,
-        )?),
+        Target::Openai => pretty(&render::openai(compiled, model)?),
+        Target::Anthropic => pretty(&render::anthropic(compiled, model, max_tokens)?),
     })
 }
 

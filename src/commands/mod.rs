@@ -11,6 +11,8 @@ pub mod files;
 pub mod fmt;
 pub mod lsp;
 pub mod publish;
+pub mod serve;
+pub mod sibling;
 pub mod test;
 pub mod verify;
 pub mod versions;

@@ -1,0 +1,536 @@
+//! `ctxpack serve`: a stateless compile service over a registry.
+//!
+//! `POST /v1/compile` takes `{pack: "scope/name@version", run, request, evidence?,
+//! memory?, target?, model?, max_tokens?}` and answers exactly what `ctxpack compile`
+//! prints for the same inputs — the same bytes, since both go through
+//! [`ctxpack::commands::compile::render_output`] — with the ledger hash in the
+//! `x-ctxpack-ledger-hash` header. Failures answer the `--json-errors` object; the
+//! status says which family and the object's `kind` which failure (see [`status_of`]).
+//!
+//! Prepared packs are kept in a bounded least-recently-used cache keyed by the pinned
+//! reference (published versions never change, so a reference names one artifact and
+//! one digest), and a pack many clients ask for at once is prepared once: the first
+//! request loads and prepares it, the others wait for that result. A pack that fails to
+//! load or verify is never cached.
+//!
+//! Metrics (`GET /metrics`, Prometheus text format) take their label values only from
+//! packs the registry holds (name, version, declared intents and buckets) and from
+//! fixed sets (outcomes, routes), never from request text, so clients cannot grow the
+//! label set.
+
+pub mod metrics;
+
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use ctxpack::commands::compile::{render_output, CliError, Target};
+use ctxpack::registry::{PackRef, Registry, RegistryError};
+use ctxpack::runtime::{decode_inputs, PreparedPack};
+use serde_json::Value;
+use tokio::sync::{OnceCell, Semaphore};
+
+use metrics::{CompileLabels, Metrics};
+
+/// How the service is set up.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub registry: PathBuf,
+    /// Packs to prepare at start; `/readyz` answers 200 once all are.
+    pub preload: Vec<String>,
+    /// Compiles running at once; more are refused with 503 and `Retry-After` (0
+    /// refuses every compile, to drain a replica).
+    pub max_concurrency: usize,
+    /// The longest a compile may take before it is answered with 503.
+    pub timeout: Duration,
+    /// The largest request body, in bytes; larger ones are refused with 413.
+    pub body_limit: usize,
+    /// Prepared packs kept in memory.
+    pub cache_size: usize,
+}
+
+/// A prepared pack and its identity, for metric labels.
+pub struct Prepared {
+    pub pack: PreparedPack,
+    pub name: String,
+    pub version: String,
+    pub digest: String,
+}
+
+type Loading = Arc<OnceCell<Result<Arc<Prepared>, CliError>>>;
+
+/// The service's state, shared by every request.
+pub struct Service {
+    config: Config,
+    registry: Registry,
+    cache: Mutex<lru::LruCache<String, Arc<Prepared>>>,
+    /// Packs being prepared, so that concurrent first requests wait for one load.
+    loading: Mutex<std::collections::HashMap<String, Loading>>,
+    permits: Arc<Semaphore>,
+    pub metrics: Metrics,
+    ready: std::sync::atomic::AtomicBool,
+}
+
+impl Service {
+    pub fn new(config: Config) -> Arc<Service> {
+        let capacity = NonZeroUsize::new(config.cache_size.max(1)).unwrap_or(NonZeroUsize::MIN);
+        Arc::new(Service {
+            registry: Registry::open(&config.registry),
+            cache: Mutex::new(lru::LruCache::new(capacity)),
+            loading: Mutex::new(Default::default()),
+            permits: Arc::new(Semaphore::new(config.max_concurrency)),
+            metrics: Metrics::default(),
+            ready: std::sync::atomic::AtomicBool::new(config.preload.is_empty()),
+            config,
+        })
+    }
+
+    /// The router: `/v1/compile`, `/metrics`, `/healthz`, `/readyz`.
+    pub fn router(self: &Arc<Service>) -> Router {
+        Router::new()
+            .route("/v1/compile", post(compile))
+            .route("/metrics", get(metrics_text))
+            .route("/healthz", get(|| async { "ok\n" }))
+            .route("/readyz", get(ready))
+            .layer(middleware::from_fn_with_state(Arc::clone(self), observe))
+            .with_state(Arc::clone(self))
+    }
+
+    /// Prepares every `--preload` pack; `/readyz` turns 200 when all succeeded.
+    pub async fn preload(self: &Arc<Service>) -> Result<(), CliError> {
+        for reference in self.config.preload.clone() {
+            let reference = parse_ref(&reference)?;
+            self.prepared(&reference).await?;
+        }
+        self.ready.store(true, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// The prepared pack for `reference`: from the cache, or loaded and prepared once
+    /// however many requests ask at the same time.
+    async fn prepared(&self, reference: &PackRef) -> Result<Arc<Prepared>, CliError> {
+        let key = reference.to_string();
+        if let Some(hit) = lock(&self.cache).get(&key) {
+            return Ok(Arc::clone(hit));
+        }
+        let cell = Arc::clone(lock(&self.loading).entry(key.clone()).or_default());
+        let result = cell
+            .get_or_init(|| async {
+                let registry = self.registry.clone();
+                let reference = reference.clone();
+                let loaded = tokio::task::spawn_blocking(move || load(&registry, &reference))
+                    .await
+                    .unwrap_or_else(|e| Err(internal(format!("preparing the pack failed: {e}"))));
+                self.metrics.record_preparation(loaded.is_ok());
+                loaded
+            })
+            .await
+            .clone();
+        {
+            let mut loading = lock(&self.loading);
+            if loading.get(&key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+                loading.remove(&key);
+            }
+        }
+        if let Ok(prepared) = &result {
+            let mut cache = lock(&self.cache);
+            cache.put(key, Arc::clone(prepared));
+            self.metrics.prepared_packs.set(cache.len() as i64);
+        }
+        result
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn internal(message: String) -> CliError {
+    CliError::new("internal_error", 5, message)
+}
+
+/// Loads, verifies and prepares a pinned pack.
+fn load(registry: &Registry, reference: &PackRef) -> Result<Arc<Prepared>, CliError> {
+    let artifact = registry.load(reference).map_err(|e| registry_error(&e))?;
+    let (name, version) = (artifact.name.clone(), artifact.version.clone());
+    let digest = artifact.hash.clone().unwrap_or_default();
+    let pack = PreparedPack::new(artifact).map_err(CliError::from)?;
+    Ok(Arc::new(Prepared {
+        pack,
+        name,
+        version,
+        digest,
+    }))
+}
+
+fn registry_error(e: &RegistryError) -> CliError {
+    let kind = match e {
+        RegistryError::Unpinned(_) => "unpinned_pack",
+        RegistryError::MalformedRef { .. } => "invalid_pack_reference",
+        RegistryError::NotFound { .. } => "not_found",
+        other => other.kind(),
+    };
+    CliError::new(kind, e.exit_code(), e.to_string())
+}
+
+fn parse_ref(reference: &str) -> Result<PackRef, CliError> {
+    PackRef::parse(reference).map_err(|e| registry_error(&e))
+}
+
+/// The HTTP status of a failure: 400 for a body that is not JSON, 404 for a pack the
+/// registry does not have, 413 over the body limit, 422 for invalid input, an unpinned
+/// pack or a compile the pack refused, 503 when overloaded or too slow.
+pub fn status_of(error: &CliError) -> StatusCode {
+    match error.kind {
+        "unparseable_input" => StatusCode::BAD_REQUEST,
+        "not_found" => StatusCode::NOT_FOUND,
+        "payload_too_large" => StatusCode::PAYLOAD_TOO_LARGE,
+        "overloaded" | "timeout" => StatusCode::SERVICE_UNAVAILABLE,
+        "internal_error" => StatusCode::INTERNAL_SERVER_ERROR,
+        _ => StatusCode::UNPROCESSABLE_ENTITY,
+    }
+}
+
+/// What a compile request was, for the request log and the metrics.
+#[derive(Debug, Clone, Default)]
+struct Outcome {
+    pack: Option<(String, String)>,
+    intent: Option<String>,
+    outcome: &'static str,
+    ledger_hash: Option<String>,
+}
+
+fn error_response(error: &CliError, outcome: Outcome) -> Response {
+    let mut body = error.to_json().to_string();
+    body.push('\n');
+    let mut response = (
+        status_of(error),
+        [(header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response();
+    if status_of(error) == StatusCode::SERVICE_UNAVAILABLE {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    response.extensions_mut().insert(outcome);
+    response
+}
+
+async fn compile(State(service): State<Arc<Service>>, body: Body) -> Response {
+    let limit = service.config.body_limit;
+    let bytes = match axum::body::to_bytes(body, limit).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            let error = CliError::new(
+                "payload_too_large",
+                3,
+                format!("the request body is over the limit of {limit} bytes"),
+            );
+            return error_response(&error, outcome_of(&error, None));
+        }
+    };
+    let Ok(permit) = Arc::clone(&service.permits).try_acquire_owned() else {
+        let error = CliError::new("overloaded", 5, "every compile slot is busy; retry shortly");
+        return error_response(&error, outcome_of(&error, None));
+    };
+    let deadline = service.config.timeout;
+    match tokio::time::timeout(deadline, answer(&service, bytes)).await {
+        Ok(response) => {
+            drop(permit);
+            response
+        }
+        Err(_) => {
+            let error = CliError::new(
+                "timeout",
+                5,
+                format!("the compile took longer than {} ms", deadline.as_millis()),
+            );
+            error_response(&error, outcome_of(&error, None))
+        }
+    }
+}
+
+fn outcome_of(error: &CliError, pack: Option<&Prepared>) -> Outcome {
+    Outcome {
+        pack: pack.map(|p| (p.name.clone(), p.version.clone())),
+        intent: None,
+        outcome: error.kind,
+        ledger_hash: None,
+    }
+}
+
+/// A compile request's fields.
+struct CompileRequest {
+    pack: String,
+    run: Value,
+    request: Value,
+    evidence: Option<Value>,
+    memory: Option<Value>,
+    target: Target,
+    model: Option<String>,
+    max_tokens: u32,
+}
+
+fn parse_request(bytes: &Bytes) -> Result<CompileRequest, CliError> {
+    let body: Value = serde_json::from_slice(bytes).map_err(|e| {
+        CliError::new(
+            "unparseable_input",
+            3,
+            format!("the request body is not JSON: {e}"),
+        )
+    })?;
+    let Value::Object(mut body) = body else {
+        return Err(invalid("body", "expected an object"));
+    };
+    const KNOWN: [&str; 8] = [
+        "pack",
+        "run",
+        "request",
+        "evidence",
+        "memory",
+        "target",
+        "model",
+        "max_tokens",
+    ];
+    if let Some(unknown) = body.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+        return Err(invalid(unknown, "unknown member"));
+    }
+    let pack = match body.remove("pack") {
+        Some(Value::String(p)) => p,
+        _ => return Err(invalid("pack", "expected `scope/name@version`")),
+    };
+    let required = |body: &mut serde_json::Map<String, Value>, key: &str| {
+        body.remove(key)
+            .filter(|v| !v.is_null())
+            .ok_or_else(|| invalid(key, "missing"))
+    };
+    let run = required(&mut body, "run")?;
+    let request = required(&mut body, "request")?;
+    let optional = |body: &mut serde_json::Map<String, Value>, key: &str| {
+        body.remove(key).filter(|v| !v.is_null())
+    };
+    let evidence = optional(&mut body, "evidence");
+    let memory = optional(&mut body, "memory");
+    let target = match optional(&mut body, "target") {
+        None => Target::Raw,
+        Some(Value::String(t)) => match t.as_str() {
+            "raw" => Target::Raw,
+            "openai" => Target::Openai,
+            "anthropic" => Target::Anthropic,
+            _ => return Err(invalid("target", "expected `raw`, `openai` or `anthropic`")),
+        },
+        Some(_) => return Err(invalid("target", "expected a string")),
+    };
+    let model = match optional(&mut body, "model") {
+        None => None,
+        Some(Value::String(m)) => Some(m),
+        Some(_) => return Err(invalid("model", "expected a string")),
+    };
+    let max_tokens = match optional(&mut body, "max_tokens") {
+        None => 1024,
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| invalid("max_tokens", "expected a positive integer"))?,
+    };
+    Ok(CompileRequest {
+        pack,
+        run,
+        request,
+        evidence,
+        memory,
+        target,
+        model,
+        max_tokens,
+    })
+}
+
+fn invalid(member: &str, message: &str) -> CliError {
+    CliError::new("invalid_input", 4, format!("{member}: {message}"))
+}
+
+async fn answer(service: &Arc<Service>, bytes: Bytes) -> Response {
+    let request = match parse_request(&bytes) {
+        Ok(r) => r,
+        Err(e) => return error_response(&e, outcome_of(&e, None)),
+    };
+    let prepared = match parse_ref(&request.pack) {
+        Ok(reference) => service.prepared(&reference).await,
+        Err(e) => Err(e),
+    };
+    let prepared = match prepared {
+        Ok(p) => p,
+        Err(e) => return error_response(&e, outcome_of(&e, None)),
+    };
+    let started = Instant::now();
+    let work = {
+        let prepared = Arc::clone(&prepared);
+        tokio::task::spawn_blocking(move || run_compile(&prepared, request))
+    };
+    let result = work.await.unwrap_or_else(|e| {
+        Err(Box::new((
+            internal(format!("the compile failed: {e}")),
+            None,
+        )))
+    });
+    let elapsed = started.elapsed();
+    match result {
+        Ok((body, compiled)) => {
+            let outcome = if compiled.runtime_controls.must_refuse {
+                "refused"
+            } else {
+                "ok"
+            };
+            service
+                .metrics
+                .record_compile(&prepared, Some(&compiled), outcome, elapsed);
+            let ledger = compiled.context_ledger.hash.clone();
+            let mut response = (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "application/json")],
+                body,
+            )
+                .into_response();
+            if let Ok(value) = HeaderValue::from_str(&ledger) {
+                response
+                    .headers_mut()
+                    .insert("x-ctxpack-ledger-hash", value);
+            }
+            response.extensions_mut().insert(Outcome {
+                pack: Some((prepared.name.clone(), prepared.version.clone())),
+                intent: Some(compiled.intent.name.clone()),
+                outcome,
+                ledger_hash: Some(ledger),
+            });
+            response
+        }
+        Err(failure) => {
+            let (error, compiled) = *failure;
+            let kind = if error.kind == "refused" {
+                "refused"
+            } else {
+                error.kind
+            };
+            service
+                .metrics
+                .record_compile(&prepared, compiled.as_ref(), kind, elapsed);
+            let mut outcome = outcome_of(&error, Some(&prepared));
+            outcome.intent = compiled.map(|c| c.intent.name);
+            error_response(&error, outcome)
+        }
+    }
+}
+
+type CompileFailure = Box<(CliError, Option<ctxpack::runtime::CompiledContext>)>;
+
+/// Decodes the inputs, compiles and renders, as `ctxpack compile` does.
+fn run_compile(
+    prepared: &Prepared,
+    request: CompileRequest,
+) -> Result<(String, ctxpack::runtime::CompiledContext), CompileFailure> {
+    let inputs = decode_inputs(
+        request.run,
+        request.request,
+        request.evidence,
+        request.memory,
+    )
+    .map_err(|e| Box::new((CliError::from(e), None)))?;
+    let compiled = prepared
+        .pack
+        .compile(&inputs)
+        .map_err(|e| Box::new((CliError::from(e), None)))?;
+    match render_output(
+        &compiled,
+        request.target,
+        request.model.as_deref(),
+        request.max_tokens,
+    ) {
+        Ok(body) => Ok((body, compiled)),
+        Err(e) => Err(Box::new((e, Some(compiled)))),
+    }
+}
+
+async fn metrics_text(State(service): State<Arc<Service>>) -> Response {
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        service.metrics.encode(),
+    )
+        .into_response()
+}
+
+async fn ready(State(service): State<Arc<Service>>) -> Response {
+    if service.ready.load(std::sync::atomic::Ordering::SeqCst) {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "preloading\n").into_response()
+    }
+}
+
+/// Counts and times every request, and logs one JSON line for it: route, status,
+/// duration, and for compiles the pack, version, intent, outcome and ledger hash —
+/// never prompt text or evidence.
+async fn observe(State(service): State<Arc<Service>>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    // A bounded set: any other method token a client sends is `other`.
+    let method = match request.method().as_str() {
+        m @ ("GET" | "POST" | "HEAD" | "PUT" | "DELETE" | "OPTIONS") => m,
+        _ => "other",
+    }
+    .to_owned();
+    let route = match request.uri().path() {
+        "/v1/compile" => "/v1/compile",
+        "/metrics" => "/metrics",
+        "/healthz" => "/healthz",
+        "/readyz" => "/readyz",
+        _ => "other",
+    };
+    let response = next.run(request).await;
+    let elapsed = started.elapsed();
+    let status = response.status().as_u16();
+    service.metrics.record_http(&method, route, status, elapsed);
+    let mut line = serde_json::json!({
+        "method": method,
+        "route": route,
+        "status": status,
+        "duration_ms": (elapsed.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0,
+    });
+    if let (Some(outcome), Value::Object(map)) = (response.extensions().get::<Outcome>(), &mut line)
+    {
+        if let Some((pack, version)) = &outcome.pack {
+            map.insert("pack".into(), Value::from(pack.as_str()));
+            map.insert("version".into(), Value::from(version.as_str()));
+        }
+        if let Some(intent) = &outcome.intent {
+            map.insert("intent".into(), Value::from(intent.as_str()));
+        }
+        map.insert("outcome".into(), Value::from(outcome.outcome));
+        if let Some(hash) = &outcome.ledger_hash {
+            map.insert("ledger_hash".into(), Value::from(hash.as_str()));
+        }
+    }
+    eprintln!("{line}");
+    response
+}
+
+/// Labels of a compile, from the prepared pack and the compiled context.
+pub(crate) fn labels(prepared: &Prepared, intent: &str) -> CompileLabels {
+    CompileLabels {
+        pack: prepared.name.clone(),
+        version: prepared.version.clone(),
+        intent: intent.to_owned(),
+    }
+}

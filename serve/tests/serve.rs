@@ -1,0 +1,459 @@
+//! The compile service through the real binary on `127.0.0.1:0`: the CLI's exact
+//! bytes for every conformance case and target, every error status, metrics that
+//! move, one preparation for concurrent first requests, and a graceful shutdown that
+//! finishes in-flight requests.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use ctxpack::commands::compile::{execute, CompileArgs, Target};
+use ctxpack::registry::Registry;
+use serde_json::{json, Value};
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
+}
+
+/// A registry with the conformance packs published, and their artifacts as files.
+struct Packs {
+    dir: tempfile::TempDir,
+}
+
+impl Packs {
+    fn new() -> Packs {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Registry::open(dir.path().join("registry"));
+        for name in ["shop", "strict"] {
+            let source = repo(&format!("tests/conformance/packs/{name}.ctxpack"));
+            let built = ctxpack::build::build_file(&source, &Default::default()).unwrap();
+            std::fs::write(
+                dir.path().join(format!("{name}.json")),
+                built.artifact.canonical_bytes(),
+            )
+            .unwrap();
+            registry.publish(&built.artifact).unwrap();
+        }
+        Packs { dir }
+    }
+
+    fn registry(&self) -> PathBuf {
+        self.dir.path().join("registry")
+    }
+}
+
+struct Server {
+    child: Child,
+    address: String,
+}
+
+impl Server {
+    fn start(packs: &Packs, extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ctxpack-serve"))
+            .args(["--listen", "127.0.0.1:0", "--registry"])
+            .arg(packs.registry())
+            .args(extra)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut first = String::new();
+        stderr.read_line(&mut first).unwrap();
+        let line: Value = serde_json::from_str(&first).unwrap();
+        let address = line["listening"].as_str().unwrap().to_owned();
+        // Keep draining the request log so the server never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            let _ = stderr.read_to_string(&mut sink);
+        });
+        Server { child, address }
+    }
+
+    fn request(&self, method: &str, path: &str, body: &[u8]) -> Response {
+        let mut stream = TcpStream::connect(&self.address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            self.address,
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(body).unwrap();
+        read_response(stream)
+    }
+
+    fn compile(&self, body: &Value) -> Response {
+        self.request("POST", "/v1/compile", body.to_string().as_bytes())
+    }
+
+    fn metrics(&self) -> String {
+        self.request("GET", "/metrics", b"").text()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Response {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Response {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|_| panic!("not JSON: {}", self.text()))
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+fn read_response(stream: TcpStream) -> Response {
+    let mut reader = BufReader::new(stream);
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line).unwrap();
+    let status = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            headers.push((k.trim().to_owned(), v.trim().to_owned()));
+        }
+    }
+    let mut body = Vec::new();
+    reader.read_to_end(&mut body).unwrap();
+    let response = Response {
+        status,
+        headers,
+        body,
+    };
+    // Only fixed-length bodies are expected from this service.
+    if let Some(length) = response.header("content-length") {
+        assert_eq!(length.parse::<usize>().unwrap(), response.body.len());
+    }
+    response
+}
+
+/// The value of a metric line `name{labels} value` whose labels include every one of
+/// `with`.
+fn metric(text: &str, name: &str, with: &[&str]) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .find(|l| with.iter().all(|w| l.contains(w)))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn answers_are_the_cli_bytes_for_every_conformance_case_and_target() {
+    let packs = Packs::new();
+    let server = Server::start(&packs, &[]);
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(repo("tests/conformance"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("case.json").is_file())
+        .collect();
+    cases.sort();
+    let scratch = tempfile::tempdir().unwrap();
+    let mut compared = 0;
+    for case_dir in &cases {
+        let case: Value =
+            serde_json::from_slice(&std::fs::read(case_dir.join("case.json")).unwrap()).unwrap();
+        let source = case["pack"].as_str().unwrap();
+        let name = Path::new(source).file_stem().unwrap().to_str().unwrap();
+        let artifact = packs.dir.path().join(format!("{name}.json"));
+        let reference = format!("conformance/{name}@1.0.0");
+        let write = |key: &str| {
+            case.get(key).map(|v| {
+                let p = scratch.path().join(format!("{key}.json"));
+                std::fs::write(&p, v.to_string()).unwrap();
+                p
+            })
+        };
+        let (run, request, evidence, memory) = (
+            write("run"),
+            write("request"),
+            write("evidence"),
+            write("memory"),
+        );
+        for target in [Target::Raw, Target::Openai, Target::Anthropic] {
+            let args = CompileArgs {
+                pack: artifact.display().to_string(),
+                run: run.clone().unwrap(),
+                request: request.clone().unwrap(),
+                evidence: evidence.clone(),
+                memory: memory.clone(),
+                target,
+                explain: false,
+                show_prompt: false,
+                pretty: false,
+                json_errors: true,
+                registry: None,
+                model: Some("m".into()),
+                max_tokens: 256,
+                controls: None,
+            };
+            let mut body = json!({
+                "pack": reference,
+                "run": case["run"],
+                "request": case["request"],
+                "target": format!("{target:?}").to_lowercase(),
+                "model": "m",
+                "max_tokens": 256,
+            });
+            for key in ["evidence", "memory"] {
+                if let Some(v) = case.get(key) {
+                    body[key] = v.clone();
+                }
+            }
+            let response = server.compile(&body);
+            match execute(&args) {
+                Ok(expected) => {
+                    assert_eq!(
+                        response.status,
+                        200,
+                        "{}: {}",
+                        case_dir.display(),
+                        response.text()
+                    );
+                    assert_eq!(response.text(), expected, "{}", case_dir.display());
+                    assert_eq!(response.header("content-type"), Some("application/json"));
+                    assert!(response
+                        .header("x-ctxpack-ledger-hash")
+                        .is_some_and(|h| h.starts_with("blake3:")));
+                }
+                Err(error) => {
+                    assert_eq!(response.json(), error.to_json(), "{}", case_dir.display());
+                    assert_eq!(response.status, 422, "{}", case_dir.display());
+                }
+            }
+            compared += 1;
+        }
+    }
+    assert!(compared >= 90, "{compared}");
+}
+
+fn basic_body() -> Value {
+    let case: Value = serde_json::from_slice(
+        &std::fs::read(repo("tests/conformance/basic_supervised_refund/case.json")).unwrap(),
+    )
+    .unwrap();
+    json!({"pack": "conformance/shop@1.0.0", "run": case["run"], "request": case["request"]})
+}
+
+#[test]
+fn every_error_status() {
+    let packs = Packs::new();
+    let server = Server::start(&packs, &["--body-limit", "100000"]);
+    let kind = |r: &Response| r.json()["error"]["kind"].as_str().unwrap_or("").to_owned();
+    // 400: not JSON.
+    let r = server.request("POST", "/v1/compile", b"{not json");
+    assert_eq!((r.status, kind(&r).as_str()), (400, "unparseable_input"));
+    // 422: invalid input, an unpinned pack, a refusal with a provider target.
+    let mut body = basic_body();
+    body["request"]["context"]["user"]["age"] = json!("old");
+    let r = server.compile(&body);
+    assert_eq!((r.status, kind(&r).as_str()), (422, "invalid_input"));
+    let mut body = basic_body();
+    body["pack"] = json!("conformance/shop");
+    let r = server.compile(&body);
+    assert_eq!((r.status, kind(&r).as_str()), (422, "unpinned_pack"));
+    let mut body = basic_body();
+    body["request"]["channel"] = json!("voice");
+    body["request"]["context"]["user"]["age"] = json!(15);
+    body["target"] = json!("openai");
+    let r = server.compile(&body);
+    assert_eq!((r.status, kind(&r).as_str()), (422, "refused"));
+    assert_eq!(r.json()["error"]["exit_code"], 5);
+    // 404: a pack the registry does not have.
+    let mut body = basic_body();
+    body["pack"] = json!("conformance/shop@9.9.9");
+    let r = server.compile(&body);
+    assert_eq!((r.status, kind(&r).as_str()), (404, "not_found"));
+    // 413: over the body limit.
+    let big = vec![b' '; 200_000];
+    let r = server.request("POST", "/v1/compile", &big);
+    assert_eq!((r.status, kind(&r).as_str()), (413, "payload_too_large"));
+    drop(server);
+    // 503 with Retry-After: no compile slot (0 refuses every compile).
+    let server = Server::start(&packs, &["--max-concurrency", "0"]);
+    let r = server.compile(&basic_body());
+    assert_eq!((r.status, kind(&r).as_str()), (503, "overloaded"));
+    assert_eq!(r.header("retry-after"), Some("1"));
+}
+
+#[test]
+fn metrics_move_with_known_requests() {
+    let packs = Packs::new();
+    let server = Server::start(&packs, &[]);
+    for _ in 0..3 {
+        assert_eq!(server.compile(&basic_body()).status, 200);
+    }
+    let mut refused = basic_body();
+    refused["request"]["channel"] = json!("voice");
+    refused["request"]["context"]["user"]["age"] = json!(15);
+    assert_eq!(server.compile(&refused).status, 200);
+    let text = server.metrics();
+    let pack = ["pack=\"conformance/shop\"", "version=\"1.0.0\""];
+    let with = |extra: &[&'static str]| -> Vec<&str> {
+        pack.iter().copied().chain(extra.iter().copied()).collect()
+    };
+    assert_eq!(
+        metric(
+            &text,
+            "ctxpack_compiles_total",
+            &with(&["intent=\"refund\"", "outcome=\"ok\""])
+        ),
+        Some(3.0),
+        "{text}"
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "ctxpack_compiles_total",
+            &with(&["outcome=\"refused\""])
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(&text, "ctxpack_compile_duration_seconds_count", &pack),
+        Some(4.0)
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "ctxpack_tools_surfaced_count",
+            &with(&["intent=\"refund\""])
+        ),
+        Some(4.0)
+    );
+    assert_eq!(metric(&text, "ctxpack_prepared_packs", &[]), Some(1.0));
+    assert_eq!(
+        metric(
+            &text,
+            "ctxpack_http_requests_total",
+            &["route=\"/v1/compile\"", "status=\"200\""]
+        ),
+        Some(4.0)
+    );
+    // Request text never becomes a label value.
+    let mut odd = basic_body();
+    odd["request"]["intent"] = json!("attacker-chosen");
+    odd["pack"] = json!("conformance/shop@1.0.0");
+    server.compile(&odd);
+    server.request("BREW", "/coffee", b"");
+    let text = server.metrics();
+    assert!(
+        !text.contains("attacker-chosen") && !text.contains("coffee") && !text.contains("BREW")
+    );
+    // Every sample line parses as `name{labels} value`.
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let value = line.rsplit(' ').next().unwrap();
+        assert!(value.parse::<f64>().is_ok(), "{line}");
+    }
+}
+
+#[test]
+fn concurrent_first_requests_prepare_the_pack_once() {
+    let packs = Packs::new();
+    let server = Server::start(&packs, &[]);
+    let statuses: Vec<u16> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| s.spawn(|| server.compile(&basic_body()).status))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    let text = server.metrics();
+    assert_eq!(
+        metric(
+            &text,
+            "ctxpack_pack_preparations_total",
+            &["outcome=\"ok\""]
+        ),
+        Some(1.0),
+        "{text}"
+    );
+}
+
+#[test]
+fn probes_and_preload() {
+    let packs = Packs::new();
+    let server = Server::start(&packs, &["--preload", "conformance/shop@1.0.0"]);
+    assert_eq!(server.request("GET", "/healthz", b"").status, 200);
+    let mut ready = 0;
+    for _ in 0..100 {
+        ready = server.request("GET", "/readyz", b"").status;
+        if ready == 200 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(ready, 200);
+    let text = server.metrics();
+    assert_eq!(metric(&text, "ctxpack_prepared_packs", &[]), Some(1.0));
+    // A preload that cannot be prepared keeps the service unready.
+    let server = Server::start(&packs, &["--preload", "conformance/none@1.0.0"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(server.request("GET", "/readyz", b"").status, 503);
+}
+
+#[test]
+fn sigterm_finishes_in_flight_requests() {
+    let packs = Packs::new();
+    let mut server = Server::start(&packs, &[]);
+    let body = basic_body().to_string();
+    // A request whose body is still arriving when the signal comes.
+    let mut stream = TcpStream::connect(&server.address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let head = format!(
+        "POST /v1/compile HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(&body.as_bytes()[..10]).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let status = Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::thread::sleep(Duration::from_millis(200));
+    stream.write_all(&body.as_bytes()[10..]).unwrap();
+    let response = read_response(stream);
+    assert_eq!(response.status, 200, "{}", response.text());
+    let exit = server.child.wait().unwrap();
+    assert_eq!(exit.code(), Some(0));
+    // The server is gone: new connections are refused.
+    assert!(TcpStream::connect(&server.address).is_err());
+}
