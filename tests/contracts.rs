@@ -596,3 +596,27 @@ fn the_readme_examples_run_as_written() {
     }
     assert_eq!(ran, 2, "{block}");
 }
+
+/// `ctxpack serve` starts the service binary built beside it, arguments passed on.
+#[test]
+fn serve_runs_the_service_binary() {
+    let beside = Path::new(env!("CARGO_BIN_EXE_ctxpack"))
+        .with_file_name(format!("ctxpack-serve{}", std::env::consts::EXE_SUFFIX));
+    if !beside.is_file() {
+        eprintln!(
+            "skipping: {} is not built (cargo test --workspace builds it)",
+            beside.display()
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(dir.path(), &["serve", "--help"]);
+    assert!(o.status.success());
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        help.contains("--max-concurrency") && help.contains("--preload"),
+        "{help}"
+    );
+    let o = run(dir.path(), &["serve", "--no-such-flag"]);
+    assert_eq!(o.status.code(), Some(2));
+}
