@@ -2,7 +2,7 @@
 //! compile rate measured in the same run.
 //!
 //! ```sh
-//! cargo build --release --workspace --examples
+//! cargo build --release --workspace --bins --examples
 //! target/release/examples/serve_load [REQUESTS_PER_LEVEL] [SECONDS_PER_LEVEL]
 //! ```
 //!
@@ -48,6 +48,26 @@ fn main() {
         "in-process warm compiles: {in_process:.0}/s on one thread; {cores} cores → goal {:.0}/s",
         in_process * cores as f64 * 0.8
     );
+    // What a request costs besides the compile: decoding the JSON inputs and writing
+    // the canonical envelope, in process, on one thread.
+    let inputs_json = serde_json::to_vec(&w.inputs).unwrap_or_default();
+    let started = Instant::now();
+    let mut n = 0u32;
+    while started.elapsed() < Duration::from_secs(3) {
+        let Ok(inputs) = serde_json::from_slice::<ctxpack::runtime::CompileInputs>(&inputs_json)
+        else {
+            break;
+        };
+        if let Ok(cc) = pack.compile(&inputs) {
+            std::hint::black_box(cc.canonical_bytes());
+        }
+        n += 1;
+    }
+    println!(
+        "in-process decode ({} KB of JSON) + compile + canonical bytes: {:.0}/s on one thread",
+        inputs_json.len() / 1024,
+        f64::from(n) / started.elapsed().as_secs_f64()
+    );
 
     // The service, over a registry holding the workload pack.
     let dir = std::env::temp_dir().join(format!("ctxpack-serve-load-{}", std::process::id()));
@@ -64,11 +84,17 @@ fn main() {
         .and_then(|exe| Some(exe.parent()?.parent()?.join("ctxpack-serve")))
         .filter(|p| p.is_file())
     else {
-        eprintln!("build the server first: cargo build --release --workspace --examples");
+        eprintln!("build the server first: cargo build --release --workspace --bins --examples");
         return;
     };
     let Ok(mut child) = Command::new(server)
-        .args(["--listen", "127.0.0.1:0", "--max-concurrency", "256", "--registry"])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--max-concurrency",
+            "256",
+            "--registry",
+        ])
         .arg(dir.join("registry"))
         .args(["--preload", &reference])
         .stderr(Stdio::piped())
@@ -147,7 +173,8 @@ fn client(address: &str, body: &str, count: usize, deadline: Instant) -> (Vec<Du
         }
         let started = Instant::now();
         let stream = reader.get_mut();
-        if stream.write_all(head.as_bytes()).is_err() || stream.write_all(body.as_bytes()).is_err() {
+        if stream.write_all(head.as_bytes()).is_err() || stream.write_all(body.as_bytes()).is_err()
+        {
             errors += 1;
             break;
         }

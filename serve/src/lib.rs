@@ -34,7 +34,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use ctxpack::commands::compile::{render_output, CliError, Target};
 use ctxpack::registry::{PackRef, Registry, RegistryError};
-use ctxpack::runtime::{decode_inputs, PreparedPack};
+use ctxpack::runtime::{decode_inputs, CompileInputs, PreparedPack};
 use serde_json::Value;
 use tokio::sync::{OnceCell, Semaphore};
 
@@ -272,16 +272,70 @@ fn outcome_of(error: &CliError, pack: Option<&Prepared>) -> Outcome {
 /// A compile request's fields.
 struct CompileRequest {
     pack: String,
-    run: Value,
-    request: Value,
-    evidence: Option<Value>,
-    memory: Option<Value>,
+    inputs: Inputs,
     target: Target,
     model: Option<String>,
     max_tokens: u32,
 }
 
+/// The body as it usually comes: well-formed, decoded straight into the runtime's
+/// input types in one pass. Anything this does not accept goes the general way
+/// ([`parse_request`]), which reports errors exactly as `ctxpack compile` does.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FastBody {
+    pack: String,
+    run: ctxpack::runtime::RunContext,
+    request: ctxpack::runtime::InvokeRequest,
+    #[serde(default)]
+    evidence: Option<Vec<ctxpack::runtime::Evidence>>,
+    #[serde(default)]
+    memory: Option<Vec<ctxpack::runtime::MemoryItem>>,
+    #[serde(default)]
+    target: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    max_tokens: Option<u32>,
+}
+
+/// The inputs of a compile request, decoded or still to decode.
+enum Inputs {
+    Decoded(Box<CompileInputs>),
+    Documents {
+        run: Value,
+        request: Value,
+        evidence: Option<Value>,
+        memory: Option<Value>,
+    },
+}
+
+fn fast_path(bytes: &Bytes) -> Option<CompileRequest> {
+    let body: FastBody = serde_json::from_slice(bytes).ok()?;
+    let target = match body.target.as_deref() {
+        None | Some("raw") => Target::Raw,
+        Some("openai") => Target::Openai,
+        Some("anthropic") => Target::Anthropic,
+        Some(_) => return None,
+    };
+    Some(CompileRequest {
+        pack: body.pack,
+        inputs: Inputs::Decoded(Box::new(CompileInputs {
+            run: body.run,
+            request: body.request,
+            evidence: body.evidence.unwrap_or_default(),
+            memory: body.memory.unwrap_or_default(),
+        })),
+        target,
+        model: body.model,
+        max_tokens: body.max_tokens.unwrap_or(1024),
+    })
+}
+
 fn parse_request(bytes: &Bytes) -> Result<CompileRequest, CliError> {
+    if let Some(request) = fast_path(bytes) {
+        return Ok(request);
+    }
     let body: Value = serde_json::from_slice(bytes).map_err(|e| {
         CliError::new(
             "unparseable_input",
@@ -345,10 +399,12 @@ fn parse_request(bytes: &Bytes) -> Result<CompileRequest, CliError> {
     };
     Ok(CompileRequest {
         pack,
-        run,
-        request,
-        evidence,
-        memory,
+        inputs: Inputs::Documents {
+            run,
+            request,
+            evidence,
+            memory,
+        },
         target,
         model,
         max_tokens,
@@ -438,13 +494,16 @@ fn run_compile(
     prepared: &Prepared,
     request: CompileRequest,
 ) -> Result<(String, ctxpack::runtime::CompiledContext), CompileFailure> {
-    let inputs = decode_inputs(
-        request.run,
-        request.request,
-        request.evidence,
-        request.memory,
-    )
-    .map_err(|e| Box::new((CliError::from(e), None)))?;
+    let inputs = match request.inputs {
+        Inputs::Decoded(inputs) => *inputs,
+        Inputs::Documents {
+            run,
+            request,
+            evidence,
+            memory,
+        } => decode_inputs(run, request, evidence, memory)
+            .map_err(|e| Box::new((CliError::from(e), None)))?,
+    };
     let compiled = prepared
         .pack
         .compile(&inputs)
