@@ -5,8 +5,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 use ctxpack::commands::{
     self, build::BuildArgs, check::CheckArgs, compile::CompileArgs, diff::DiffArgs, exit,
     fmt::FmtArgs, lsp::LspArgs, publish::PublishArgs, serve::ServeArgs, test::TestArgs,
-    verify::VerifyArgs,
-    versions::VersionsArgs,
+    verify::VerifyArgs, versions::VersionsArgs,
 };
 
 /// ctxpack — review, version and reproduce the context of LLM agents like code.

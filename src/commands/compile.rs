@@ -166,7 +166,12 @@ pub fn execute(args: &CompileArgs) -> Result<String, CliError> {
     if args.target == Target::Raw && args.pretty {
         return Ok(pretty(&compiled.to_value()));
     }
-    render_output(&compiled, args.target, args.model.as_deref(), args.max_tokens)
+    render_output(
+        &compiled,
+        args.target,
+        args.model.as_deref(),
+        args.max_tokens,
+    )
 }
 
 /// What `compile` prints for `target`: the canonical envelope, or a provider body
