@@ -6,6 +6,7 @@
 //! since stdio is the only transport. `ctxpack lsp` starts this binary too.
 
 mod convert;
+mod guard;
 mod server;
 
 use std::path::PathBuf;
@@ -66,7 +67,14 @@ async fn main() {
         }
     };
     let (service, socket) = LspService::new(|client| server::Backend::new(client, registry));
-    Server::new(tokio::io::stdin(), tokio::io::stdout(), socket)
-        .serve(service)
-        .await;
+    // The guard answers malformed frames itself, so one bad message never stops the
+    // server (see `guard`).
+    guard::run(tokio::io::stdin(), tokio::io::stdout(), |input, output| {
+        Server::new(input, output, socket).serve(service)
+    })
+    .await;
+    // The guard keeps a read of stdin pending, in a blocking thread the runtime would
+    // wait for at shutdown, while the client may keep stdin open after `exit`. Every
+    // reply has been written: leave now.
+    std::process::exit(0);
 }

@@ -84,6 +84,30 @@ impl Client {
         self.stdin.flush().expect("flush");
     }
 
+    /// Writes raw bytes, as a buggy client might.
+    fn send_raw(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).expect("write");
+        self.stdin.flush().expect("flush");
+    }
+
+    /// Sends `body` framed as it is, valid JSON or not.
+    fn send_body(&mut self, body: &str) {
+        let framed = format!("Content-Length: {}\r\n\r\n{body}", body.len());
+        self.send_raw(framed.as_bytes());
+    }
+
+    /// The next error response with no id (the answer to a malformed frame).
+    fn error_without_id(&mut self) -> Value {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let m = self.recv(deadline);
+            if m.get("error").is_some() && m.get("method").is_none() {
+                return m;
+            }
+            self.backlog.push_back(m);
+        }
+    }
+
     fn notify(&mut self, method: &str, params: Value) {
         self.send(&json!({ "jsonrpc": "2.0", "method": method, "params": params }));
     }
@@ -726,4 +750,74 @@ fn latency() {
         );
     }
     c.shutdown();
+}
+
+/// One malformed message gets its error reply, and the server keeps serving: the
+/// document still gets diagnostics, requests still get answers, and `shutdown` and
+/// `exit` still end it with code 0.
+fn still_serving(mut c: Client, version: i64) {
+    c.change_all(&broken(), version);
+    assert!(!c.diagnostics(version).is_empty());
+    let symbols = c.request(
+        "textDocument/documentSymbol",
+        json!({ "textDocument": { "uri": URI } }),
+    );
+    assert!(symbols.is_array(), "{symbols}");
+    c.shutdown();
+}
+
+#[test]
+fn a_truncated_json_body_is_answered_and_the_server_keeps_serving() {
+    let mut c = Client::start(&[]);
+    c.initialize(None);
+    c.open(&broken(), 1);
+    c.diagnostics(1);
+    c.send_body(r#"{"jsonrpc":"2.0","method":"textDocument/didChange","params":{"#);
+    let e = c.error_without_id();
+    assert_eq!(e["error"]["code"], -32700, "{e}");
+    assert_eq!(e["id"], Value::Null);
+    still_serving(c, 2);
+}
+
+#[test]
+fn a_lone_surrogate_is_answered_and_the_server_keeps_serving() {
+    let mut c = Client::start(&[]);
+    c.initialize(None);
+    c.open(&broken(), 1);
+    c.diagnostics(1);
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","method":"textDocument/didChange","params":{{"textDocument":{{"uri":"{URI}","version":2}},"contentChanges":[{{"text":"pack \ud83d"}}]}}}}"#
+    );
+    c.send_body(&body);
+    let e = c.error_without_id();
+    assert_eq!(e["error"]["code"], -32700, "{e}");
+    still_serving(c, 3);
+}
+
+#[test]
+fn garbage_frames_are_answered_and_the_server_keeps_serving() {
+    let mut c = Client::start(&[]);
+    c.initialize(None);
+    c.open(&broken(), 1);
+    c.diagnostics(1);
+    // Valid JSON that is no JSON-RPC message.
+    c.send_body("[]");
+    assert_eq!(c.error_without_id()["error"]["code"], -32600);
+    // A header block without Content-Length, then a good frame right after it.
+    c.send_raw(b"Content-Type: text/plain\r\n\r\n");
+    assert_eq!(c.error_without_id()["error"]["code"], -32700);
+    still_serving(c, 2);
+    // A length over the limit is answered at once; its bytes are skipped as they come
+    // (never held), so the session goes on only after them: a fresh one checks it.
+    let mut c = Client::start(&[]);
+    c.initialize(None);
+    c.send_raw(b"Content-Length: 999999999999\r\n\r\n");
+    assert_eq!(c.error_without_id()["error"]["code"], -32700);
+    let mut c = Client::start(&[]);
+    c.initialize(None);
+    c.open(&broken(), 1);
+    c.diagnostics(1);
+    c.send_raw(b"Content-Type: text/plain\r\n\r\n");
+    assert_eq!(c.error_without_id()["error"]["code"], -32700);
+    still_serving(c, 2);
 }
