@@ -31,6 +31,7 @@ fn runtime_graph() -> BTreeMap<String, BTreeSet<String>> {
         .filter(|n| n != "mod")
         .collect();
     let mut graph = BTreeMap::new();
+    let single = regex::Regex::new(r"super::(\w+)").unwrap();
     for path in &modules {
         let name = path.file_stem().unwrap().to_str().unwrap().to_owned();
         if name == "mod" {
@@ -40,7 +41,6 @@ fn runtime_graph() -> BTreeMap<String, BTreeSet<String>> {
         // Tests may reach anywhere; only the module's own code counts.
         let code = text.split("#[cfg(test)]").next().unwrap_or("");
         let mut deps = BTreeSet::new();
-        let single = regex::Regex::new(r"super::(\w+)").unwrap();
         for c in single.captures_iter(code) {
             deps.insert(c[1].to_owned());
         }
