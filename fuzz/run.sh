@@ -41,7 +41,7 @@ for target in "${targets[@]}"; do
   log=$(mktemp)
   set +e
   cargo +nightly fuzz run "$target" "corpus/$target" -- \
-    -max_total_time="$seconds" -jobs=1 -workers=1 -print_final_stats=1 >"$log" 2>&1
+    -max_total_time="$seconds" -print_final_stats=1 >"$log" 2>&1
   status=$?
   set -e
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
