@@ -31,6 +31,7 @@ pub mod ir;
 pub mod lower;
 pub mod registry;
 pub mod runtime;
+pub mod session;
 pub mod source;
 pub mod span;
 pub mod syntax;

@@ -112,6 +112,13 @@ enum Command {
     /// `ctxpack serve --help` lists the service's flags (listen address, registry,
     /// preloaded packs, concurrency, timeouts, body limit).
     Serve(ServeArgs),
+    /// Session directives: the user's explicit constraints ("use podman instead of
+    /// docker", "prohibit peanuts") as deterministic state.
+    ///
+    /// `step` classifies one user input and applies it if it is a directive; `apply`
+    /// applies one canonical directive (a repair); both print the decision and the new
+    /// state. `conformance` runs fixture files in the context-compiler format.
+    Session(commands::session::SessionArgs),
     /// Print a shell completion script for ctxpack.
     #[command(
         after_help = "Examples:\n  ctxpack completions bash > ~/.local/share/bash-completion/completions/ctxpack\n  ctxpack completions zsh > ~/.zfunc/_ctxpack\n  ctxpack completions fish > ~/.config/fish/completions/ctxpack.fish"
@@ -156,6 +163,7 @@ fn main() {
         Command::Versions(args) => commands::versions::run(args),
         Command::Diff(args) => commands::diff::run(args),
         Command::Serve(args) => commands::serve::run(args),
+        Command::Session(args) => commands::session::run(args),
         Command::Completions { shell } => {
             clap_complete::generate(
                 *shell,

@@ -12,6 +12,7 @@ pub mod fmt;
 pub mod lsp;
 pub mod publish;
 pub mod serve;
+pub mod session;
 pub mod sibling;
 pub mod test;
 pub mod verify;
