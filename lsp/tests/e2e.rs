@@ -1,7 +1,8 @@
 //! End-to-end tests of the real `ctxpack-lsp` binary over stdio: a small JSON-RPC
 //! client with Content-Length framing and timeouts (a hung server fails the test
 //! instead of hanging CI), a full editing session, position encodings, a randomized
-//! edit storm, and an `#[ignore]`d latency measurement:
+//! edit storm, malformed input that must not stop the server, and an `#[ignore]`d
+//! latency measurement:
 //!
 //! ```text
 //! cargo test -p ctxpack-lsp --release --test e2e -- --ignored --nocapture latency
@@ -19,7 +20,8 @@ const TIMEOUT: Duration = Duration::from_secs(20);
 
 struct Client {
     child: Child,
-    stdin: ChildStdin,
+    /// `None` once closed.
+    stdin: Option<ChildStdin>,
     rx: Receiver<Value>,
     /// Messages received while waiting for something else.
     backlog: VecDeque<Value>,
@@ -71,7 +73,7 @@ impl Client {
         });
         Client {
             child,
-            stdin,
+            stdin: Some(stdin),
             rx,
             backlog: VecDeque::new(),
             next_id: 1,
@@ -80,14 +82,14 @@ impl Client {
 
     fn send(&mut self, message: &Value) {
         let body = message.to_string();
-        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).expect("write");
-        self.stdin.flush().expect("flush");
+        self.send_raw(format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes());
     }
 
     /// Writes raw bytes, as a buggy client might.
     fn send_raw(&mut self, bytes: &[u8]) {
-        self.stdin.write_all(bytes).expect("write");
-        self.stdin.flush().expect("flush");
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(bytes).expect("write");
+        stdin.flush().expect("flush");
     }
 
     /// Sends `body` framed as it is, valid JSON or not.
@@ -214,17 +216,25 @@ impl Client {
         let result = self.request("shutdown", Value::Null);
         assert_eq!(result, Value::Null);
         self.notify("exit", Value::Null);
+        let status = self.wait_exit();
+        assert!(status.success(), "server exited with {status}");
+    }
+
+    /// Closes the server's input.
+    fn close_input(&mut self) {
+        self.stdin = None;
+    }
+
+    /// The server's exit status, once it exits by itself.
+    fn wait_exit(&mut self) -> std::process::ExitStatus {
         let deadline = Instant::now() + TIMEOUT;
         loop {
             match self.child.try_wait() {
-                Ok(Some(status)) => {
-                    assert!(status.success(), "server exited with {status}");
-                    return;
-                }
+                Ok(Some(status)) => return status,
                 Ok(None) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(10))
                 }
-                _ => panic!("server did not exit after `exit`"),
+                _ => panic!("server did not exit"),
             }
         }
     }
@@ -763,15 +773,27 @@ fn still_serving(mut c: Client, version: i64) {
         json!({ "textDocument": { "uri": URI } }),
     );
     assert!(symbols.is_array(), "{symbols}");
+    let (line, col, _) = position(&broken(), "lookup_ordr", 0);
+    let hover = c.request_raw(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": URI }, "position": { "line": line, "character": col } }),
+    );
+    assert!(hover.get("result").is_some(), "{hover}");
     c.shutdown();
 }
 
-#[test]
-fn a_truncated_json_body_is_answered_and_the_server_keeps_serving() {
+/// A session with a document open and its first diagnostics in.
+fn session() -> Client {
     let mut c = Client::start(&[]);
     c.initialize(None);
     c.open(&broken(), 1);
     c.diagnostics(1);
+    c
+}
+
+#[test]
+fn a_truncated_json_body_is_answered_and_the_server_keeps_serving() {
+    let mut c = session();
     c.send_body(r#"{"jsonrpc":"2.0","method":"textDocument/didChange","params":{"#);
     let e = c.error_without_id();
     assert_eq!(e["error"]["code"], -32700, "{e}");
@@ -781,43 +803,95 @@ fn a_truncated_json_body_is_answered_and_the_server_keeps_serving() {
 
 #[test]
 fn a_lone_surrogate_is_answered_and_the_server_keeps_serving() {
-    let mut c = Client::start(&[]);
-    c.initialize(None);
-    c.open(&broken(), 1);
-    c.diagnostics(1);
+    let mut c = session();
     let body = format!(
         r#"{{"jsonrpc":"2.0","method":"textDocument/didChange","params":{{"textDocument":{{"uri":"{URI}","version":2}},"contentChanges":[{{"text":"pack \ud83d"}}]}}}}"#
     );
     c.send_body(&body);
     let e = c.error_without_id();
     assert_eq!(e["error"]["code"], -32700, "{e}");
+    assert_eq!(e["id"], Value::Null);
     still_serving(c, 3);
 }
 
+/// Framing the protocol library's own decoder refuses, each of which used to end the
+/// session: the guard takes them, or answers them, and the server goes on.
 #[test]
-fn garbage_frames_are_answered_and_the_server_keeps_serving() {
-    let mut c = Client::start(&[]);
-    c.initialize(None);
-    c.open(&broken(), 1);
-    c.diagnostics(1);
-    // Valid JSON that is no JSON-RPC message.
-    c.send_body("[]");
-    assert_eq!(c.error_without_id()["error"]["code"], -32600);
-    // A header block without Content-Length, then a good frame right after it.
-    c.send_raw(b"Content-Type: text/plain\r\n\r\n");
+fn headers_the_library_refuses_do_not_stop_the_server() {
+    let mut c = session();
+    let change = |version: i64| {
+        json!({ "jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+            "textDocument": { "uri": URI, "version": version },
+            "contentChanges": [{ "text": CLEAN }] } })
+        .to_string()
+    };
+    // Accepted as they are, each a change that gets its diagnostics.
+    for (version, header) in [
+        (2, "content-length: {}\r\n\r\n"),
+        (3, "Content-Length: {}\nContent-Type: application/vscode-jsonrpc; charset=utf-8\nX-Trace: 1\n\n"),
+        (4, "\r\nContent-Length: {}\r\n\r\n"),
+    ] {
+        let body = change(version);
+        let header = header.replace("{}", &body.len().to_string());
+        c.send_raw(format!("{header}{body}").as_bytes());
+        assert!(c.diagnostics(version).is_empty(), "{header:?}");
+    }
+    // Answered: a header with no Content-Length, then a bad length, with a good frame
+    // right after each.
+    for garbage in [
+        "Content-Type: text/plain\r\n\r\n",
+        "Content-Length: x\r\n\r\n{}",
+    ] {
+        c.send_raw(garbage.as_bytes());
+        assert_eq!(c.error_without_id()["error"]["code"], -32700, "{garbage:?}");
+    }
+    // A length over the limit is answered at once and its bytes are dropped as they
+    // come; the next real frame ends them.
+    c.send_raw(b"Content-Length: 999999999999\r\n\r\n{\"jsonrpc\":");
     assert_eq!(c.error_without_id()["error"]["code"], -32700);
+    // A body shorter than its length is cut where the next frame starts.
+    c.send_raw(b"Content-Length: 400\r\n\r\n{\"jsonrpc\":\"2.0\"");
+    c.change_all(CLEAN, 5);
+    assert_eq!(c.error_without_id()["error"]["code"], -32700);
+    assert!(c.diagnostics(5).is_empty());
+    still_serving(c, 6);
+}
+
+/// JSON that is no JSON-RPC message the library can read: answered `-32600`, with the
+/// message's id when the client can match it.
+#[test]
+fn messages_the_library_cannot_read_are_answered_and_the_server_keeps_serving() {
+    let mut c = session();
+    for (body, id) in [
+        ("[]", Value::Null),
+        (
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"shutdown"}"#,
+            Value::Null,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"shutdown"}"#,
+            Value::Null,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":41,"method":"a","method":"b"}"#,
+            json!(41),
+        ),
+        (r#"{"jsonrpc":"2.0","id":42}"#, json!(42)),
+    ] {
+        c.send_body(body);
+        let e = c.error_without_id();
+        assert_eq!(e["error"]["code"], -32600, "{body}: {e}");
+        assert_eq!(e["id"], id, "{body}: {e}");
+    }
     still_serving(c, 2);
-    // A length over the limit is answered at once; its bytes are skipped as they come
-    // (never held), so the session goes on only after them: a fresh one checks it.
-    let mut c = Client::start(&[]);
-    c.initialize(None);
-    c.send_raw(b"Content-Length: 999999999999\r\n\r\n");
+}
+
+#[test]
+fn the_end_of_input_inside_a_message_ends_the_server_cleanly() {
+    let mut c = session();
+    c.send_raw(b"Content-Length: 100\r\n\r\n{\"jsonrpc\":\"2.0\",");
+    c.close_input();
     assert_eq!(c.error_without_id()["error"]["code"], -32700);
-    let mut c = Client::start(&[]);
-    c.initialize(None);
-    c.open(&broken(), 1);
-    c.diagnostics(1);
-    c.send_raw(b"Content-Type: text/plain\r\n\r\n");
-    assert_eq!(c.error_without_id()["error"]["code"], -32700);
-    still_serving(c, 2);
+    let status = c.wait_exit();
+    assert_eq!(status.code(), Some(0), "{status}");
 }

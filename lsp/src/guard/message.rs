@@ -1,0 +1,183 @@
+//! Which bodies reach the protocol library, and the answers to the others.
+//!
+//! A body is passed on only if the library will read it: `tower-lsp-server`
+//! deserializes each body as its own [`Response`] or else [`Request`], and any failure
+//! there ends its input stream (see [`super`]). So the check deserializes the body
+//! into those very types, and on top of that asks for what JSON-RPC 2.0 requires and
+//! the library lets slide (a `method` on every call, structured `params`, no call
+//! that is also a response), so that nothing is routed as a call to method `""`.
+
+use serde_json::{json, Value};
+use tower_lsp_server::jsonrpc::{Request, Response};
+
+/// The JSON-RPC error code for a body that is not JSON.
+pub const PARSE_ERROR: i64 = -32700;
+/// The JSON-RPC error code for JSON that is not a valid message.
+pub const INVALID_REQUEST: i64 = -32600;
+
+/// A malformed message and what to answer it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejection {
+    pub code: i64,
+    pub message: String,
+    /// The message's own id when it has one the client can match; else `null`.
+    pub id: Value,
+}
+
+impl Rejection {
+    pub fn parse_error(detail: impl std::fmt::Display) -> Self {
+        Rejection {
+            code: PARSE_ERROR,
+            message: format!("Parse error: {detail}"),
+            id: Value::Null,
+        }
+    }
+
+    fn invalid_request(id: Value) -> Self {
+        Rejection {
+            code: INVALID_REQUEST,
+            message: "Invalid Request".to_owned(),
+            id,
+        }
+    }
+
+    /// The error response, framed.
+    pub fn to_frame(&self) -> Vec<u8> {
+        let body = json!({
+            "jsonrpc": "2.0",
+            "id": self.id,
+            "error": { "code": self.code, "message": self.message },
+        })
+        .to_string();
+        let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+        frame.extend_from_slice(body.as_bytes());
+        frame
+    }
+}
+
+/// Whether `body` is a message the server can take; else what to answer.
+pub fn check(body: &[u8]) -> Result<(), Rejection> {
+    let text = std::str::from_utf8(body)
+        .map_err(|e| Rejection::parse_error(format_args!("the body is not UTF-8: {e}")))?;
+    // Reading the whole value also checks the parts the typed reads below skip
+    // (unknown fields), such as a lone surrogate in one of them.
+    let value: Value = serde_json::from_str(text).map_err(Rejection::parse_error)?;
+    if is_message(&value, text) {
+        Ok(())
+    } else {
+        Err(Rejection::invalid_request(reply_id(&value)))
+    }
+}
+
+/// Whether `value`, read from `text`, is a call or a response that the library reads
+/// as such.
+fn is_message(value: &Value, text: &str) -> bool {
+    // Not an array: the library would read one as a message by field position.
+    let Value::Object(message) = value else {
+        return false;
+    };
+    let is_response = message.contains_key("result") || message.contains_key("error");
+    match message.get("method") {
+        Some(Value::String(_)) if !is_response => {
+            message
+                .get("params")
+                .is_none_or(|p| p.is_object() || p.is_array() || p.is_null())
+                // The library tries `Response` first; without `result` and `error`
+                // that fails, so this is what it reads.
+                && serde_json::from_str::<Request>(text).is_ok()
+        }
+        None if is_response => serde_json::from_str::<Response>(text).is_ok(),
+        _ => false,
+    }
+}
+
+/// The id to answer a bad message with: its own, if the client could match it.
+fn reply_id(value: &Value) -> Value {
+    match value.get("id") {
+        Some(id @ Value::String(_)) => id.clone(),
+        Some(Value::Number(n)) if n.is_i64() => Value::Number(n.clone()),
+        _ => Value::Null,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(body: &str) -> Option<i64> {
+        check(body.as_bytes()).err().map(|r| r.code)
+    }
+
+    #[test]
+    fn messages_pass() {
+        for ok in [
+            r#"{"jsonrpc":"2.0","method":"initialized","params":{}}"#,
+            r#"{"jsonrpc":"2.0","method":"exit"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"shutdown","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":"a","method":"x","params":[1]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":null}"#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-1,"message":"no"}}"#,
+            r#"{"jsonrpc":"2.0","method":"x","params":{"t":"\ud83d\ude00"},"extra":1}"#,
+        ] {
+            assert_eq!(code(ok), None, "{ok}");
+        }
+    }
+
+    #[test]
+    fn non_json_is_a_parse_error() {
+        for bad in [
+            "",
+            r#"{"jsonrpc":"2.0","#,
+            r#"{"jsonrpc":"2.0","method":"x","params":{"t":"\ud83d"}}"#,
+            r#"{"jsonrpc":"2.0","method":"x","extra":"\udc00"}"#,
+            r#"{"jsonrpc":"2.0","method":"x"} trailing"#,
+        ] {
+            let r = check(bad.as_bytes()).unwrap_err();
+            assert_eq!((r.code, &r.id), (PARSE_ERROR, &Value::Null), "{bad}");
+        }
+        assert_eq!(check(b"{\"a\":\"\xff\"}").unwrap_err().code, PARSE_ERROR);
+    }
+
+    #[test]
+    fn what_the_library_cannot_read_is_an_invalid_request() {
+        for bad in [
+            "[]",
+            "42",
+            r#"["2.0"]"#,
+            r#"{"id":7}"#,
+            r#"{"jsonrpc":"2.0","id":7}"#,
+            r#"{"jsonrpc":"1.0","method":"x"}"#,
+            r#"{"jsonrpc":"2.0","method":3}"#,
+            r#"{"jsonrpc":"2.0","method":"x","params":5}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","method":"x","method":"y"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","result":1}"#,
+            r#"{"jsonrpc":"2.0","result":1}"#,
+            r#"{"jsonrpc":"2.0","id":5,"error":5}"#,
+        ] {
+            assert_eq!(code(bad), Some(INVALID_REQUEST), "{bad}");
+        }
+        let id = |body: &str| check(body.as_bytes()).unwrap_err().id;
+        assert_eq!(id(r#"{"jsonrpc":"2.0","id":7,"method":3}"#), json!(7));
+        assert_eq!(id(r#"{"jsonrpc":"2.0","id":"x","params":1}"#), json!("x"));
+        assert_eq!(
+            id(r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#),
+            Value::Null
+        );
+    }
+
+    #[test]
+    fn replies_are_framed_json_rpc_errors() {
+        let frame = Rejection::parse_error("bad").to_frame();
+        let frame = String::from_utf8(frame).unwrap();
+        let (header, body) = frame.split_once("\r\n\r\n").unwrap();
+        assert_eq!(header, format!("Content-Length: {}", body.len()));
+        let body: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(
+            body,
+            json!({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: bad"}})
+        );
+    }
+}
