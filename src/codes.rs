@@ -1017,6 +1017,112 @@ policy pii {
 }"#,
     },
     CodeInfo {
+        code: "W0301",
+        severity: Severity::Warning,
+        title: "policy can never fire",
+        what: r#"No request satisfies the policy's `when` condition, given the context
+schema (types, enum variants, required fields), the declared intents and
+the safety modes. The help names a smallest set of the condition's parts
+that cannot hold together, and the constraints they rely on. Conditions
+that read no field are W0202's; conditions the analysis cannot decide
+(arithmetic, raw JsonLogic outside its fragment) are never reported."#,
+        why: r#"A policy that never fires looks like a safeguard but protects nothing.
+Usually two comparisons were meant to be joined by `or`, a bound points
+the wrong way, or an enum lost the variant the condition names."#,
+        example: r#"policy out_of_range priority 50 {
+  when ctx.user.age < 18 and ctx.user.age > 65
+  escalate "age-review"
+}"#,
+        fix: r#"Write the condition you meant, usually with `or`; delete the policy if it
+is no longer needed.
+
+policy out_of_range priority 50 {
+  when ctx.user.age < 18 or ctx.user.age > 65
+  escalate "age-review"
+}"#,
+    },
+    CodeInfo {
+        code: "W0302",
+        severity: Severity::Warning,
+        title: "policy shadowed by a higher-priority refusal",
+        what: r#"Every request that fires the policy also fires a `refuse` policy of
+higher priority, so the request is refused and the policy's effects never
+apply. The help gives a request where both fire, to paste into a test
+case (the JSON output carries it as `witness`), and names the refusals."#,
+        why: r#"The author of the shadowed policy expected it to do something: escalate,
+gate a tool, add an instruction. It never will, and reviewers reading it
+will believe otherwise."#,
+        example: r#"policy minors priority 100 {
+  when ctx.user.age < 18
+  refuse "We cannot serve minors."
+}
+
+policy young_voice priority 50 {
+  when ctx.user.age < 16 and request.channel == "voice"
+  escalate "youth-desk"
+}"#,
+        fix: r#"Give the shadowed policy a higher priority than the refusal if its effects
+must apply first, narrow the refusal, or delete the shadowed policy.
+
+policy young_voice priority 110 {
+  when ctx.user.age < 16 and request.channel == "voice"
+  escalate "youth-desk"
+}"#,
+    },
+    CodeInfo {
+        code: "W0303",
+        severity: Severity::Warning,
+        title: "policies of equal priority with contradictory effects",
+        what: r#"Two policies of the same priority can fire for the same request with
+effects that contradict each other: different refusal reasons, different
+escalation targets, or one requires approval for a tool the other denies.
+Only where no higher-priority policy already decides the matter. The help
+gives a request where both fire (`witness` in the JSON output)."#,
+        why: r#"Equal priorities are evaluated in name order, so the reason a customer
+hears or the queue a request goes to is decided by how the policies are
+spelled. A rename would silently change the outcome."#,
+        example: r#"policy fraud_hold priority 80 {
+  when "fraud" in ctx.flags
+  refuse "Your account is under review."
+}
+
+policy sanctions priority 80 {
+  when ctx.customer.country in ["KP", "IR"]
+  refuse "We cannot serve your region."
+}"#,
+        fix: r#"Decide which policy wins and give it the higher priority, or make the
+conditions exclusive.
+
+policy sanctions priority 90 {
+  when ctx.customer.country in ["KP", "IR"]
+  refuse "We cannot serve your region."
+}"#,
+    },
+    CodeInfo {
+        code: "W0304",
+        severity: Severity::Warning,
+        title: "policy analysis stopped at its limit",
+        what: r#"The policy analysis behind W0301, W0302, W0303 and W0405 decides its
+questions within a fixed budget of work, so that `check` stays fast in an
+editor. On this pack it ran out: the findings reported before the limit
+stand, and the rest was not analysed. The budget counts work, not time,
+so every machine stops at the same place."#,
+        why: r#"A clean `check` would otherwise suggest that the policies were shown to
+be free of dead, shadowed and conflicting rules when they were not."#,
+        example: r#"policy many_pairs priority 10 {
+  when (ctx.a1 and ctx.b1) or (ctx.a2 and ctx.b2) or (ctx.a3 and ctx.b3)
+    or (ctx.a4 and ctx.b4) or (ctx.a5 and ctx.b5) or (ctx.a6 and ctx.b6)
+  instruct "..."
+}"#,
+        fix: r#"Conditions that combine many fields in many alternatives are the costly
+ones: split such a policy into several smaller ones.
+
+policy pair_1 priority 10 {
+  when ctx.a1 and ctx.b1
+  instruct "..."
+}"#,
+    },
+    CodeInfo {
         code: "W0401",
         severity: Severity::Warning,
         title: "tool permitted by no intent",
@@ -1129,6 +1235,36 @@ tool update_address {
   approval confirm
 }"#,
     },
+    CodeInfo {
+        code: "W0405",
+        severity: Severity::Warning,
+        title: "tool never surfaced",
+        what: r#"An intent permits the tool, but in every safety mode each request of
+every such intent that is not refused fires a policy that withholds it:
+one that denies it, or raises it with `require_approval` above what the
+mode honors. The diagnostic points at the tool's name and names the
+policies. `ctxpack explain --tools PACK` shows the whole table."#,
+        why: r#"The intent's `tools` list promises a capability the agent never gets;
+the model is told to do work it has no tool for, and reviewers are
+misled about what the agent can do."#,
+        example: r#"intent refund {
+  safety supervised
+  tools issue_refund
+  task "Help the customer get a refund."
+}
+
+policy refunds_paused priority 90 {
+  when request.intent == "refund"
+  deny issue_refund
+}"#,
+        fix: r#"Narrow the withholding policy to the requests it is meant for, or remove
+the tool from the intents if it is not meant to be used.
+
+policy refunds_paused priority 90 {
+  when request.intent == "refund" and "chargeback" in ctx.flags
+  deny issue_refund
+}"#,
+    },
     // ── Errors: budget ───────────────────────────────────────────────────
     CodeInfo {
         code: "W0501",
@@ -1212,6 +1348,10 @@ mod tests {
         ("E0207", Severity::Error),
         ("W0201", Severity::Warning),
         ("W0202", Severity::Warning),
+        ("W0301", Severity::Warning),
+        ("W0302", Severity::Warning),
+        ("W0303", Severity::Warning),
+        ("W0304", Severity::Warning),
         ("E0301", Severity::Error),
         ("E0401", Severity::Error),
         ("E0402", Severity::Error),
@@ -1221,6 +1361,7 @@ mod tests {
         ("W0402", Severity::Warning),
         ("W0403", Severity::Warning),
         ("W0404", Severity::Warning),
+        ("W0405", Severity::Warning),
         ("E0501", Severity::Error),
         ("W0501", Severity::Warning),
         ("E0502", Severity::Error),

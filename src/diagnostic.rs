@@ -43,6 +43,9 @@ pub struct Diagnostic {
     pub help: Option<String>,
     pub labels: Vec<Label>,
     pub suggestion: Option<Suggestion>,
+    /// Concrete inputs that show the claim (policy analysis), shaped as a test case's
+    /// `request` and `run`; in the JSON output and in SARIF `properties`.
+    pub witness: Option<Value>,
 }
 
 impl Diagnostic {
@@ -58,7 +61,14 @@ impl Diagnostic {
             help: None,
             labels: Vec::new(),
             suggestion: None,
+            witness: None,
         }
+    }
+
+    /// Attaches a witness (see [`Diagnostic::witness`]).
+    pub fn with_witness(mut self, witness: Value) -> Self {
+        self.witness = Some(witness);
+        self
     }
 
     pub fn with_label(mut self, label: impl Into<String>) -> Self {
@@ -138,6 +148,9 @@ pub struct Located {
     pub end_column: usize,
     pub help: Option<String>,
     pub labels: Vec<LocatedLabel>,
+    /// Only present for diagnostics that carry one (policy analysis).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub witness: Option<Value>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -187,6 +200,7 @@ impl FileReport {
                     end_column: end.column,
                     help: d.help.clone(),
                     labels,
+                    witness: d.witness.clone(),
                 }
             })
             .collect()
@@ -264,7 +278,7 @@ pub fn to_sarif_in(reports: &[FileReport], cwd: Option<&Path>) -> Value {
             }
             let artifact = artifact_location(&l.file, base.as_deref());
             uses_srcroot |= artifact.base.is_some();
-            json!({
+            let mut result = json!({
                 "ruleId": l.code,
                 "ruleIndex": codes.iter().position(|c| *c == l.code).unwrap_or(0),
                 "level": if l.severity == "error" { "error" } else { "warning" },
@@ -280,7 +294,11 @@ pub fn to_sarif_in(reports: &[FileReport], cwd: Option<&Path>) -> Value {
                         }
                     }
                 }],
-            })
+            });
+            if let (Some(witness), Some(map)) = (&l.witness, result.as_object_mut()) {
+                map.insert("properties".to_owned(), json!({ "witness": witness }));
+            }
+            result
         })
         .collect();
     let mut run = json!({

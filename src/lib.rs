@@ -17,6 +17,7 @@
 //! editor's questions about one document (hover, definition, references, completion,
 //! outline, rename, quick fixes) as pure functions of its text. The language server in
 //! `lsp/` only converts between these and the protocol.
+pub mod analysis;
 pub mod artifact;
 pub mod build;
 pub mod check;

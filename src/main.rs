@@ -4,8 +4,8 @@
 use clap::{CommandFactory, Parser, Subcommand};
 use ctxpack::commands::{
     self, build::BuildArgs, check::CheckArgs, compile::CompileArgs, diff::DiffArgs, exit,
-    fmt::FmtArgs, lsp::LspArgs, publish::PublishArgs, serve::ServeArgs, test::TestArgs,
-    verify::VerifyArgs, versions::VersionsArgs,
+    explain::ExplainArgs, fmt::FmtArgs, lsp::LspArgs, publish::PublishArgs, serve::ServeArgs,
+    test::TestArgs, verify::VerifyArgs, versions::VersionsArgs,
 };
 
 /// ctxpack — review, version and reproduce the context of LLM agents like code.
@@ -70,11 +70,9 @@ enum Command {
     Lsp(LspArgs),
     /// Explain a diagnostic code: what it means, why it matters, an example and the fix.
     ///
-    /// Without a code, lists every code.
-    Explain {
-        /// A code such as `E0401`.
-        code: Option<String>,
-    },
+    /// Without a code, lists every code. With `--tools PACK`, shows for every intent
+    /// and safety mode which tools are surfaced, withheld or conditional.
+    Explain(ExplainArgs),
     /// Publish an artifact (or a `.ctxpack` source, built first) to the registry under its `scope/name@version`.
     ///
     /// The artifact is verified first. Publishing identical bytes again is a no-op;
@@ -119,6 +117,15 @@ enum Command {
     /// applies one canonical directive (a repair); both print the decision and the new
     /// state. `conformance` runs fixture files in the context-compiler format.
     Session(commands::session::SessionArgs),
+    /// Write a starter project: a pack, its tests, example inputs and a CI workflow.
+    ///
+    /// Never overwrites: if any file it would write exists, it writes nothing.
+    /// Exit codes: 0 written, 1 a file it would write exists (nothing written), 2 a bad
+    /// `--name`, 3 a file or directory could not be created.
+    #[command(
+        after_help = "Examples:\n  ctxpack init\n  ctxpack init agents/support --name acme/support-agent"
+    )]
+    Init(commands::init::InitArgs),
     /// Print a shell completion script for ctxpack.
     #[command(
         after_help = "Examples:\n  ctxpack completions bash > ~/.local/share/bash-completion/completions/ctxpack\n  ctxpack completions zsh > ~/.zfunc/_ctxpack\n  ctxpack completions fish > ~/.config/fish/completions/ctxpack.fish"
@@ -129,7 +136,21 @@ enum Command {
     },
 }
 
+/// Rust ignores SIGPIPE, so writing to a closed pipe (`ctxpack check … | head`) is an
+/// error that `print!` turns into a panic. A command-line tool should end quietly
+/// instead, as `cat` and `grep` do: restore the default action before anything is
+/// written.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first in `main`, before any other thread exists; `signal` with
+    // `SIG_DFL` installs no handler code.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() {
+    restore_sigpipe();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -158,12 +179,13 @@ fn main() {
         Command::Test(args) => commands::test::run(args),
         Command::Fmt(args) => commands::fmt::run(args),
         Command::Lsp(args) => commands::lsp::run(args),
-        Command::Explain { code } => commands::explain::run(code.as_deref()),
+        Command::Explain(args) => commands::explain::run_args(args),
         Command::Publish(args) => commands::publish::run(args),
         Command::Versions(args) => commands::versions::run(args),
         Command::Diff(args) => commands::diff::run(args),
         Command::Serve(args) => commands::serve::run(args),
         Command::Session(args) => commands::session::run(args),
+        Command::Init(args) => commands::init::run(args),
         Command::Completions { shell } => {
             clap_complete::generate(
                 *shell,

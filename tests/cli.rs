@@ -553,3 +553,27 @@ fn publish_and_diff_accept_sources() {
         .assert()
         .code(1);
 }
+
+/// `ctxpack … | head` must end quietly when the reader goes away: the default
+/// SIGPIPE action, not a "failed printing to stdout" panic.
+#[cfg(unix)]
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let bin = assert_cmd::cargo::cargo_bin("ctxpack");
+    let mut child = std::process::Command::new(bin)
+        .arg("explain")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the read end before the child writes: its first write meets a closed pipe.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    const SIGPIPE: i32 = 13; // the same on Linux and macOS
+    assert_eq!(out.status.signal(), Some(SIGPIPE), "{:?}", out.status);
+}

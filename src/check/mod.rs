@@ -69,6 +69,8 @@ pub fn run_checks(pack: &Pack, diagnostics: &mut Vec<Diagnostic>) {
     safety::check(pack, diagnostics);
     budget::check(pack, diagnostics);
     redactors::check(pack, diagnostics);
+    // Last: the policy analysis runs only on packs the checks above found no error in.
+    crate::analysis::check(pack, diagnostics);
 }
 
 /// Source order; at one position, errors before warnings, then by code. The sort is

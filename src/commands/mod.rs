@@ -9,6 +9,7 @@ pub mod error;
 pub mod explain;
 pub mod files;
 pub mod fmt;
+pub mod init;
 pub mod lsp;
 pub mod publish;
 pub mod serve;
