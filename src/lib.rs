@@ -36,4 +36,5 @@ pub mod session;
 pub mod source;
 pub mod span;
 pub mod syntax;
+pub mod testing;
 pub mod tokens;

@@ -1570,7 +1570,8 @@ cases:
         write(dir.path(), "packs/support.tests.yaml", yaml.as_bytes());
         let args = TestArgs {
             paths: vec![dir.path().to_path_buf()],
-            json_errors: false,
+            repro_dir: dir.path().join("repro"),
+            ..TestArgs::default()
         };
         let report = pack_test::execute(&args, &|_| Err("no sources".into()));
         let out = &report.stdout;
@@ -1596,12 +1597,21 @@ cases:
         );
         assert!(out.ends_with("4 passed, 1 failed\n"), "{out}");
 
-        // An invalid test file is exit 4; a missing pack is exit 3.
+        // An unknown expectation fails its case (exit 1), naming it and its line; an
+        // invalid test file is exit 4; a missing pack is exit 3.
         write(
             dir.path(),
             "packs/typo.tests.yaml",
             b"pack: pack.json\ncases:\n  - name: x\n    expect: { must_refuse: true, tols: [] }\n",
         );
+        let report = pack_test::execute(&args, &|_| Err("no".into()));
+        assert_eq!(report.exit_code, 1);
+        assert!(
+            report.stdout.contains("line 4: unknown expectation `tols`"),
+            "{}",
+            report.stdout
+        );
+        write(dir.path(), "packs/typo.tests.yaml", b"pack: pack.json\n");
         assert_eq!(
             pack_test::execute(&args, &|_| Err("no".into())).exit_code,
             4

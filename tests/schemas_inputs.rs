@@ -664,6 +664,10 @@ fn tests_schema_follows_the_runner() {
             json!({"pack": "p.ctxpack", "defaults": {"reqeust": {}}, "cases": []}),
         ),
         ("unnamed case", file(json!([{"expect": {}}]))),
+        (
+            "an error with other expectations",
+            file(json!([{"name": "e", "expect": {"error": "invalid_input", "tools": []}}])),
+        ),
         ("numeric name", file(json!([{"name": 1}]))),
         (
             "unknown case key",

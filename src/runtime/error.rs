@@ -39,6 +39,17 @@ pub enum CompileError {
 }
 
 impl CompileError {
+    /// Every [`CompileError::kind`].
+    pub const KINDS: &'static [&'static str] = &[
+        "library_pack",
+        "invalid_artifact",
+        "invalid_input",
+        "unknown_intent",
+        "policy_eval_error",
+        "budget_exhausted",
+        "overflow_error",
+    ];
+
     /// The stable, machine-readable name of the failure.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -107,5 +118,29 @@ mod tests {
             (e.kind(), e.exit_code(), e.policy()),
             ("policy_eval_error", 5, Some("p"))
         );
+    }
+
+    #[test]
+    fn kinds_lists_every_variant() {
+        let m = || String::from("m");
+        let all = [
+            CompileError::LibraryPack { name: m() },
+            CompileError::InvalidArtifact { message: m() },
+            CompileError::input("p", "m"),
+            CompileError::UnknownIntent { message: m() },
+            CompileError::PolicyEvalError {
+                policy: m(),
+                message: m(),
+            },
+            CompileError::BudgetExhausted { message: m() },
+            CompileError::OverflowError {
+                bucket: m(),
+                block: m(),
+                tokens: 1,
+                remaining: 0,
+            },
+        ];
+        let kinds: Vec<&str> = all.iter().map(CompileError::kind).collect();
+        assert_eq!(kinds, CompileError::KINDS);
     }
 }
