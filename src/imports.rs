@@ -27,6 +27,11 @@ pub enum LoadError {
 /// Where imports come from: the registry, or anything else that holds artifacts.
 pub trait PackSource {
     fn load(&self, name: &str, version: &str) -> Result<Artifact, LoadError>;
+
+    /// Where `name@version` is loaded from, for people (a registry file's path).
+    fn location(&self, _name: &str, _version: &str) -> Option<String> {
+        None
+    }
 }
 
 /// A source with nothing in it, for checking a pack without a registry.
@@ -229,6 +234,11 @@ pub fn resolve(
 /// The registry is the usual source of imports. Every artifact is verified on load
 /// (see [`Registry::load`]); a missing version reports the versions on disk.
 impl PackSource for Registry {
+    fn location(&self, name: &str, version: &str) -> Option<String> {
+        let reference = PackRef::parse(&format!("{name}@{version}")).ok()?;
+        Some(self.path_of(&reference).display().to_string())
+    }
+
     fn load(&self, name: &str, version: &str) -> Result<Artifact, LoadError> {
         let reference = PackRef::parse(&format!("{name}@{version}"))
             .map_err(|e| LoadError::Invalid(e.to_string()))?;

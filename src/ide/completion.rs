@@ -267,7 +267,7 @@ pub(super) fn complete(a: &Analysis, offset: usize) -> Vec<CompletionItem> {
         return ctx.items;
     }
     // Name lists: `tools a, b`, `prohibit`, `require_approval`, `deny`, `redact`.
-    if let Some(list) = list_keyword(&tokens) {
+    if let Some((list, listed)) = list_keyword(&tokens) {
         match list {
             "tools" | "prohibit" | "require_approval" | "deny" => {
                 ctx.names(SymbolKind::Tool, CompletionKind::Tool)
@@ -275,6 +275,16 @@ pub(super) fn complete(a: &Analysis, offset: usize) -> Vec<CompletionItem> {
             "redact" => ctx.names(SymbolKind::Redactor, CompletionKind::Redactor),
             _ => {}
         }
+        // Not what the list already names, and an intent cannot use a tool the pack
+        // prohibits.
+        let prohibited: Vec<String> = if list == "tools" {
+            let pack = &ctx.analysis.checked().pack;
+            pack.prohibitions.iter().map(|p| p.name.clone()).collect()
+        } else {
+            Vec::new()
+        };
+        ctx.items
+            .retain(|i| !listed.contains(&i.label.as_str()) && !prohibited.contains(&i.label));
         if !ctx.items.is_empty() {
             return ctx.items;
         }
@@ -368,19 +378,24 @@ fn unterminated(t: &Token<'_>) -> bool {
     }
 }
 
-/// The keyword of a name list the cursor continues (`tools a, b, |`), if any.
-fn list_keyword<'s>(tokens: &[Token<'s>]) -> Option<&'s str> {
+/// The keyword of a name list the cursor continues (`tools a, b, |`), if any, and the
+/// names the list already holds.
+fn list_keyword<'s>(tokens: &[Token<'s>]) -> Option<(&'s str, Vec<&'s str>)> {
     let mut i = tokens.len();
+    let mut listed = Vec::new();
     loop {
         let t = tokens.get(i.checked_sub(1)?)?;
         match t.text {
-            "tools" | "prohibit" | "require_approval" | "deny" | "redact" => return Some(t.text),
+            "tools" | "prohibit" | "require_approval" | "deny" | "redact" => {
+                return Some((t.text, listed))
+            }
             "," => {
                 // `, NAME` pairs continue the list.
                 let name = tokens.get(i.checked_sub(2)?)?;
                 if name.kind != Kind::Word {
                     return None;
                 }
+                listed.push(name.text);
                 i -= 2;
             }
             _ => return None,

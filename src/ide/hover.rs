@@ -19,7 +19,16 @@ pub(super) fn hover(a: &Analysis, offset: usize) -> Option<Hover> {
     let mut sections: Vec<String> = Vec::new();
     let mut span: Option<Span> = None;
 
-    if let Some(o) = a.occurrence_at(offset) {
+    if let Some(import) = a
+        .checked()
+        .pack
+        .imports
+        .iter()
+        .find(|i| i.name_span.contains(offset))
+    {
+        sections.push(describe_import(a, import));
+        span = Some(import.name_span);
+    } else if let Some(o) = a.occurrence_at(offset) {
         let text = describe(a, o.kind, &o.name);
         if !text.is_empty() {
             sections.push(text);
@@ -96,9 +105,84 @@ fn origin(a: &Analysis, kind: SymbolKind, name: &str, out: &mut String) {
     }
 }
 
+/// An import: what it resolved to, from where, and what it brings in.
+fn describe_import(a: &Analysis, import: &crate::ir::ImportDecl) -> String {
+    let version = import.version.as_deref().unwrap_or("?");
+    let mut out = format!("**import** `{}@{version}`", import.name);
+    let resolved = a
+        .imports()
+        .iter()
+        .find(|r| r.name == import.name && Some(r.version.as_str()) == import.version.as_deref());
+    let Some(r) = resolved else {
+        out.push_str("\n\nnot resolved (see the diagnostics)");
+        return out;
+    };
+    out.push_str(&format!("\n\n`{}`", r.hash));
+    if let Some(location) = &r.location {
+        out.push_str(&format!("\n\nfrom `{location}`"));
+    }
+    out.push_str(if r.locked {
+        " · pinned in `ctxpack.lock`"
+    } else {
+        " · not in `ctxpack.lock`"
+    });
+    let origin = format!("{}@{}", r.name, r.version);
+    let mut brought: Vec<String> = a
+        .checked()
+        .pack
+        .origins
+        .iter()
+        .filter(|(_, from)| **from == origin)
+        .map(|((kind, name), _)| match kind {
+            SymbolKind::Field => format!("{} `ctx.{name}`", kind.as_str()),
+            _ => format!("{} `{name}`", kind.as_str()),
+        })
+        .collect();
+    brought.sort();
+    if brought.is_empty() {
+        out.push_str("\n\nbrings in nothing this pack can name");
+    } else {
+        out.push_str("\n\nbrings in:\n");
+        for b in brought {
+            out.push_str(&format!("\n- {b}"));
+        }
+    }
+    out
+}
+
+/// What to say of a name that is not declared: that, and the nearest declared name
+/// of the same kind.
+fn not_declared(a: &Analysis, kind: SymbolKind, name: &str) -> String {
+    let shown = match kind {
+        SymbolKind::Field => format!("ctx.{name}"),
+        _ => name.to_owned(),
+    };
+    let mut out = format!("**{}** `{shown}` is not declared", kind.as_str());
+    let nearest = a
+        .checked()
+        .pack
+        .definitions
+        .iter()
+        .filter(|d| d.kind == kind)
+        .map(|d| (strsim::damerau_levenshtein(name, &d.name), &d.name))
+        .filter(|(dist, candidate)| *dist <= 2.max(candidate.len() / 3))
+        .min();
+    if let Some((_, candidate)) = nearest {
+        let candidate = match kind {
+            SymbolKind::Field => format!("ctx.{candidate}"),
+            _ => candidate.clone(),
+        };
+        out.push_str(&format!("\n\ndid you mean `{candidate}`?"));
+    }
+    out
+}
+
 /// The Markdown description of a declared name.
 fn describe(a: &Analysis, kind: SymbolKind, name: &str) -> String {
     let pack = &a.checked().pack;
+    if !pack.declares(kind, name) {
+        return not_declared(a, kind, name);
+    }
     let mut out = String::new();
     match kind {
         SymbolKind::Tool => {

@@ -9,6 +9,7 @@
 
 mod completion;
 mod hover;
+mod rawjson;
 mod symbols;
 
 use crate::check::{check_source, check_source_with, Checked};
@@ -51,6 +52,19 @@ pub struct QuickFix {
     pub edit: TextEdit,
 }
 
+/// An import as it resolved: for hover.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedImport {
+    pub name: String,
+    pub version: String,
+    /// `blake3:…` of the artifact.
+    pub hash: String,
+    /// Where it was loaded from (a registry file), when the source says.
+    pub location: Option<String>,
+    /// Whether `ctxpack.lock` pins it.
+    pub locked: bool,
+}
+
 /// The analysis of one version of one document.
 #[derive(Debug, Clone)]
 pub struct Analysis {
@@ -58,6 +72,7 @@ pub struct Analysis {
     checked: Checked,
     lines: LineIndex,
     occurrences: Vec<Occurrence>,
+    imports: Vec<ResolvedImport>,
 }
 
 impl Analysis {
@@ -76,8 +91,29 @@ impl Analysis {
         lock: Option<&Lockfile>,
     ) -> Self {
         let text = text.into();
-        let (checked, _) = check_source_with(&text, source, lock);
-        Self::from_checked(text, checked)
+        let (checked, dependencies) = check_source_with(&text, source, lock);
+        let imports = dependencies
+            .into_iter()
+            .map(|d| ResolvedImport {
+                location: source.location(&d.name, &d.version),
+                locked: lock.is_some_and(|l| {
+                    l.packages
+                        .iter()
+                        .any(|p| p.name == d.name && p.version == d.version)
+                }),
+                name: d.name,
+                version: d.version,
+                hash: d.hash,
+            })
+            .collect();
+        let mut analysis = Self::from_checked(text, checked);
+        analysis.imports = imports;
+        analysis
+    }
+
+    /// The packs the document's imports resolved to (transitively), sorted.
+    pub fn imports(&self) -> &[ResolvedImport] {
+        &self.imports
     }
 
     /// The text with no analysis at all: no diagnostics, no names. For a caller that
@@ -95,12 +131,13 @@ impl Analysis {
     }
 
     fn from_checked(text: String, checked: Checked) -> Self {
-        let occurrences = occurrences(&checked);
+        let occurrences = occurrences(&checked, &text);
         Analysis {
             lines: LineIndex::new(&text),
             text,
             checked,
             occurrences,
+            imports: Vec::new(),
         }
     }
 
@@ -202,10 +239,11 @@ impl Analysis {
     }
 
     /// The span a rename at `offset` would change (the name itself), when the name
-    /// there can be renamed: a tool or a context field declared in this file.
+    /// there can be renamed: a tool, context field, intent, redactor, bucket or block
+    /// declared in this file (not by an import).
     pub fn prepare_rename(&self, offset: usize) -> Option<Span> {
         let at = self.occurrence_at(offset)?;
-        if !matches!(at.kind, SymbolKind::Tool | SymbolKind::Field) {
+        if at.kind == SymbolKind::Policy {
             return None;
         }
         let declared_here = self
@@ -222,12 +260,58 @@ impl Analysis {
         Some(self.name_span(at))
     }
 
-    /// The edits that rename the tool or context field at `offset` to `new_name`
-    /// everywhere in the file, or why it cannot be renamed.
+    /// The edits that rename the name at `offset` to `new_name` everywhere in the file
+    /// (raw JsonLogic included), or why it cannot be renamed. The renamed text is
+    /// checked again without imports: see [`Analysis::rename_checked`].
     pub fn rename(&self, offset: usize, new_name: &str) -> Result<Vec<TextEdit>, String> {
-        let span = self.prepare_rename(offset).ok_or_else(|| {
-            "only tools and context fields declared in this file can be renamed".to_owned()
-        })?;
+        self.rename_checked(offset, new_name, &|text| Analysis::new(text))
+    }
+
+    /// [`Analysis::rename`], checking the renamed text with `recheck` (which should
+    /// resolve imports as this analysis did): a rename after which any diagnostic
+    /// appears that was not there before (by code and line) is refused, with it as
+    /// the reason.
+    pub fn rename_checked(
+        &self,
+        offset: usize,
+        new_name: &str,
+        recheck: &dyn Fn(String) -> Analysis,
+    ) -> Result<Vec<TextEdit>, String> {
+        let edits = self.rename_edits(offset, new_name)?;
+        if edits.is_empty() {
+            return Ok(edits);
+        }
+        let mut renamed = self.text.clone();
+        for e in edits.iter().rev() {
+            renamed.replace_range(e.span.start..e.span.end, &e.text);
+        }
+        let after = recheck(renamed);
+        let key = |a: &Analysis, d: &Diagnostic| (d.code, a.lines.line_of(d.span.start) + 1);
+        let mut before: Vec<_> = self.diagnostics().iter().map(|d| key(self, d)).collect();
+        for d in after.diagnostics() {
+            let k = key(&after, d);
+            match before.iter().position(|b| *b == k) {
+                Some(i) => {
+                    before.swap_remove(i);
+                }
+                None => {
+                    return Err(format!(
+                        "the rename would break the pack: {} at line {}: {}",
+                        d.code, k.1, d.message
+                    ))
+                }
+            }
+        }
+        Ok(edits)
+    }
+
+    fn rename_edits(&self, offset: usize, new_name: &str) -> Result<Vec<TextEdit>, String> {
+        if self.prepare_rename(offset).is_none() {
+            return Err(
+                "only tools, context fields, intents, redactors, buckets and blocks declared in this file can be renamed"
+                    .to_owned(),
+            );
+        }
         let at = self
             .occurrence_at(offset)
             .ok_or_else(|| "nothing to rename here".to_owned())?;
@@ -257,7 +341,6 @@ impl Analysis {
                 }
             }
         }
-        let _ = span;
         let mut edits: Vec<TextEdit> = self
             .occurrences
             .iter()
@@ -275,11 +358,17 @@ impl Analysis {
     /// The part of an occurrence that is the name: a field reference written
     /// `ctx.user.tier` is renamed from after `ctx.`.
     fn name_span(&self, o: &Occurrence) -> Span {
-        if o.kind == SymbolKind::Field && !o.is_definition {
-            let written = self.text.get(o.span.start..o.span.end).unwrap_or("");
-            if written.starts_with("ctx.") {
-                return Span::new(o.span.start + 4, o.span.end);
-            }
+        let written = self.text.get(o.span.start..o.span.end).unwrap_or("");
+        if o.kind == SymbolKind::Field && !o.is_definition && written.starts_with("ctx.") {
+            return Span::new(o.span.start + 4, o.span.end);
+        }
+        // An intent named in a condition is a string literal: its quotes stay.
+        if o.kind == SymbolKind::Intent
+            && written.len() >= 2
+            && written.starts_with('"')
+            && written.ends_with('"')
+        {
+            return Span::new(o.span.start + 1, o.span.end - 1);
         }
         o.span
     }
@@ -315,11 +404,16 @@ fn validate_name(kind: SymbolKind, name: &str) -> Result<(), String> {
 /// (`tools`, `prohibit`, effects, a block's bucket, intent budget overrides) are read
 /// from the IR's own items. Items brought in by imports are declarations at the
 /// import; their internal references are not part of this file.
-fn occurrences(checked: &Checked) -> Vec<Occurrence> {
+fn occurrences(checked: &Checked, text: &str) -> Vec<Occurrence> {
     let pack = &checked.pack;
     let import_spans: Vec<Span> = pack.imports.iter().map(|i| i.name_span).collect();
     let mut out = Vec::new();
-    for d in pack.definitions.iter().chain(pack.broken.iter()) {
+    for d in pack
+        .definitions
+        .iter()
+        .chain(pack.broken.iter())
+        .chain(pack.duplicates.iter())
+    {
         let imported = pack.origins.contains_key(&(d.kind, d.name.clone()));
         out.push(Occurrence {
             kind: d.kind,
@@ -369,6 +463,24 @@ fn occurrences(checked: &Checked) -> Vec<Occurrence> {
     }
     for b in &pack.blocks {
         reference(SymbolKind::Bucket, &b.bucket.name, b.bucket.span);
+    }
+    // Raw JsonLogic: `var` paths of declared fields, intents compared with
+    // `request.intent`.
+    for found in rawjson::find(text, &checked.ast) {
+        match found {
+            rawjson::Found::Var(path, span) => {
+                if let Some(field) = path.strip_prefix("ctx.") {
+                    if pack.declares(SymbolKind::Field, field) {
+                        reference(SymbolKind::Field, field, span);
+                    }
+                }
+            }
+            rawjson::Found::Intent(name, span) => {
+                if pack.declares(SymbolKind::Intent, &name) {
+                    reference(SymbolKind::Intent, &name, span);
+                }
+            }
+        }
     }
     out
 }

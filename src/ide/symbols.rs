@@ -47,10 +47,29 @@ fn leaf(name: String, kind: OutlineKind, span: Span, selection: Span) -> Outline
     }
 }
 
+/// `span` without the whitespace and `//` comment lines it ends with: a type's span
+/// can run on over the doc comment of the next field.
+fn trim_trivia(text: &str, span: Span) -> Span {
+    let mut end = span.end.min(text.len());
+    loop {
+        let Some(slice) = text.get(span.start..end) else {
+            return span;
+        };
+        let trimmed = slice.trim_end();
+        let last_line = trimmed.rfind('\n').map_or(0, |i| i + 1);
+        if trimmed[last_line..].trim_start().starts_with("//") && last_line > 0 {
+            end = span.start + last_line;
+        } else {
+            return Span::new(span.start, span.start + trimmed.len());
+        }
+    }
+}
+
 pub(super) fn outline(a: &Analysis) -> Vec<OutlineSymbol> {
     let file = &a.checked().ast;
     let text = a.text();
     let slice = |s: Span| text.get(s.start..s.end).unwrap_or("").to_owned();
+    let trim = |s: Span| trim_trivia(text, s);
     let mut out = Vec::new();
     if let Some(h) = &file.header {
         let mut s = leaf(h.name.value.clone(), OutlineKind::Pack, h.span, h.name.span);
@@ -77,10 +96,10 @@ pub(super) fn outline(a: &Analysis) -> Vec<OutlineSymbol> {
                         let mut c = leaf(
                             f.path.name.clone(),
                             OutlineKind::Field,
-                            f.path.span.to(f.ty.span),
+                            f.path.span.to(trim(f.ty.span)),
                             f.path.span,
                         );
-                        c.detail = Some(slice(f.ty.span));
+                        c.detail = Some(slice(trim(f.ty.span)));
                         c
                     })
                     .collect();
@@ -123,10 +142,10 @@ pub(super) fn outline(a: &Analysis) -> Vec<OutlineSymbol> {
                         let mut c = leaf(
                             f.name.name.clone(),
                             OutlineKind::Field,
-                            f.name.span.to(f.ty.span),
+                            f.name.span.to(trim(f.ty.span)),
                             f.name.span,
                         );
-                        c.detail = Some(slice(f.ty.span));
+                        c.detail = Some(slice(trim(f.ty.span)));
                         c
                     })
                     .collect();
@@ -186,5 +205,14 @@ pub(super) fn outline(a: &Analysis) -> Vec<OutlineSymbol> {
         };
         out.push(sym);
     }
+    trim_all(text, &mut out);
     out
+}
+
+/// Every range without the trivia it ends with (see [`trim_trivia`]).
+fn trim_all(text: &str, symbols: &mut [OutlineSymbol]) {
+    for s in symbols {
+        s.span = trim_trivia(text, s.span).to(s.selection);
+        trim_all(text, &mut s.children);
+    }
 }

@@ -177,7 +177,40 @@ fn renames_tools_and_fields() {
     assert!(a.rename(at(PACK, "user.tier", 0), "order.total").is_err());
     assert!(a.rename(at(PACK, "user.tier", 0), "user.tier.x").is_ok());
     assert!(a.rename(at(PACK, "user.tier", 0), "order.total.x").is_err());
-    assert!(a.prepare_rename(at(PACK, "evidence", 0)).is_none());
+    // A rename that would make a diagnostic appear is refused, with it: `evidence` is
+    // a bucket the runtime fills (W0502 without it).
+    assert!(a.prepare_rename(at(PACK, "evidence", 0)).is_some());
+    let refused = a.rename(at(PACK, "evidence", 0), "kb").unwrap_err();
+    assert!(refused.contains("W0502"), "{refused}");
+}
+
+#[test]
+fn renames_reach_into_raw_json_and_intent_strings() {
+    let text = PACK.replace(
+        "when ctx.user.tier == \"pro\" and request.intent == \"refund\"",
+        "when json {\"and\": [{\"==\": [{\"var\": \"ctx.user.tier\"}, \"pro\"]}, {\"==\": [{\"var\": \"request.intent\"}, \"refund\"]}]}",
+    );
+    let a = Analysis::new(text.as_str());
+    assert_eq!(codes(&text), codes(PACK));
+    // The field: declaration, template and the raw `var`.
+    assert_eq!(a.references(at(&text, "user.tier", 0), true).len(), 3);
+    let apply = |edits: Vec<TextEdit>| {
+        let mut out = text.clone();
+        for e in edits.iter().rev() {
+            out.replace_range(e.span.start..e.span.end, &e.text);
+        }
+        out
+    };
+    let out = apply(a.rename(at(&text, "user.tier", 0), "plan").unwrap());
+    assert!(out.contains("{\"var\": \"ctx.plan\"}"), "{out}");
+    assert_eq!(codes(&out), codes(PACK));
+    let out = apply(
+        a.rename(at(&text, "refund fallback", 0), "refunds")
+            .unwrap(),
+    );
+    assert!(out.contains("\"request.intent\"}, \"refunds\"]"), "{out}");
+    assert!(out.contains("intent refunds fallback"), "{out}");
+    assert_eq!(codes(&out), codes(PACK));
 }
 
 fn labels(text: &str, offset: usize) -> Vec<String> {
@@ -203,7 +236,16 @@ fn completions() {
     assert!(c("tool x {\n  approval |\n}").contains(&"confirm".to_owned()));
     assert!(c("tool x {\n  risk |").contains(&"critical".to_owned()));
     assert!(c("intent i { safety |").contains(&"supervised".to_owned()));
-    assert!(c("intent i { tools t, |").contains(&"t".to_owned()));
+    // A tool list offers the tools it does not name yet, and never a prohibited one.
+    assert!(c("tool u { kind read }\nintent i { tools t, |").contains(&"u".to_owned()));
+    assert!(!c("tool u { kind read }\nintent i { tools t, |").contains(&"t".to_owned()));
+    let listed = c("tool u { kind read }\ntool v { kind read }\nprohibit v\nintent i { tools |");
+    assert!(
+        listed.contains(&"u".to_owned()) && !listed.contains(&"v".to_owned()),
+        "{listed:?}"
+    );
+    assert!(c("tool u { kind read }\nprohibit t, |").contains(&"u".to_owned()));
+    assert!(!c("tool u { kind read }\nprohibit t, |").contains(&"t".to_owned()));
     assert!(c("intent i { budget { | } }").contains(&"evidence".to_owned()));
     assert!(c("budget { tokenizer |").contains(&"cl100k".to_owned()));
     assert!(c("budget { bucket x { share 10% overflow |").contains(&"truncate".to_owned()));
@@ -266,4 +308,82 @@ fn no_query_panics_at_any_offset() {
         let _ = a.format();
         let _ = a.quick_fixes(Span::new(0, usize::MAX));
     }
+}
+
+#[test]
+fn hover_on_an_undeclared_name_says_so_and_suggests() {
+    let src = PACK.replace("tools lookup_order", "tools lookup_ordr");
+    let a = Analysis::new(src.clone());
+    let h = a
+        .hover(at(&src, "lookup_ordr", 0))
+        .map(|h| h.markdown)
+        .unwrap_or_default();
+    assert!(
+        h.starts_with("**tool** `lookup_ordr` is not declared\n\ndid you mean `lookup_order`?"),
+        "{h}"
+    );
+    assert!(!h.contains("body has errors"), "{h}");
+}
+
+#[test]
+fn hover_on_an_import_shows_what_it_resolved_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = crate::registry::Registry::open(dir.path());
+    let lib = "pack \"acme/base\" version \"2.1.0\" library\n\ncontext {\n  user.age: int\n}\n\nredactor email pattern \"[a-z]+@x\"\n";
+    let built = crate::build::build_source("base.ctxpack", lib.to_owned()).unwrap();
+    registry.publish(&built.artifact).unwrap();
+    let app = PACK.replacen(
+        "\n\ncontext {",
+        "\n\nimport \"acme/base\" version \"2.1.0\"\n\ncontext {",
+        1,
+    );
+    let app = app.replace("redactor email pattern \"[a-z]+@x\"\n", "");
+    let a = Analysis::with_imports(app.clone(), &registry, None);
+    let h = a
+        .hover(at(&app, "\"acme/base\"", 0) + 2)
+        .map(|h| h.markdown)
+        .unwrap_or_default();
+    assert!(h.starts_with("**import** `acme/base@2.1.0`"), "{h}");
+    let hash = built.artifact.hash.clone().unwrap_or_default();
+    assert!(
+        hash.starts_with("blake3:") && h.contains(&format!("`{hash}`")),
+        "{h}"
+    );
+    assert!(h.contains("from `") && h.contains("2.1.0.json`"), "{h}");
+    assert!(h.contains("not in `ctxpack.lock`"), "{h}");
+    assert!(
+        h.contains("- context field `ctx.user.age`") && h.contains("- redactor `email`"),
+        "{h}"
+    );
+}
+
+/// No outline symbol of the bundled packs runs on into what follows it: its range
+/// and detail end at its own text, not in whitespace or the next item's `///`.
+#[test]
+fn outline_ranges_end_at_their_own_text() {
+    fn walk(text: &str, symbols: &[OutlineSymbol], checked: &mut usize) {
+        for s in symbols {
+            let slice = &text[s.span.start..s.span.end];
+            assert_eq!(slice, slice.trim_end(), "{} ends in whitespace", s.name);
+            let last = slice.lines().last().unwrap_or("").trim_start();
+            assert!(
+                !last.starts_with("//"),
+                "{} ends in a comment: {slice:?}",
+                s.name
+            );
+            if let Some(d) = &s.detail {
+                assert!(!d.contains("//"), "{}: detail {d:?}", s.name);
+            }
+            *checked += 1;
+            walk(text, &s.children, checked);
+        }
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packs");
+    let mut checked = 0;
+    for name in ["support", "coding", "triage"] {
+        let text = std::fs::read_to_string(root.join(format!("{name}/{name}.ctxpack"))).unwrap();
+        let a = Analysis::new(text.as_str());
+        walk(&text, &a.document_symbols(), &mut checked);
+    }
+    assert!(checked > 150, "{checked}");
 }

@@ -136,6 +136,11 @@ impl Builder {
                     kind.as_str()
                 )),
             );
+            self.pack.duplicates.push(Definition {
+                kind,
+                name: name.to_owned(),
+                span,
+            });
             return false;
         }
         self.first.insert(key, span);
