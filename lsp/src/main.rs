@@ -8,6 +8,7 @@
 mod convert;
 mod guard;
 mod server;
+mod workspace;
 
 use std::path::PathBuf;
 

@@ -1,47 +1,81 @@
-//! The language server: document state and thin protocol handlers.
+//! The language server: document state, analysis off the message loop, and thin
+//! protocol handlers.
 //!
 //! Every handler converts positions, calls one query of [`ctxpack::ide::Analysis`]
-//! and converts the answer back. The only state is the open documents. Handlers run
-//! concurrently, so document updates are serialized by one async mutex, held from
-//! applying a change until its diagnostics are published: diagnostics always go out
-//! in the order of the edits, and a query never sees a half-applied change.
+//! and converts the answer back. Edits are applied to a document's text at once;
+//! analysing it runs on a blocking thread, one analysis per document at a time. When
+//! an analysis ends and the text has changed meanwhile, its result is kept for
+//! queries but not published, and the newest text is analysed next: after a burst of
+//! edits only the last version's diagnostics go out, and never after a newer one's.
+//! Queries that only read (hover, definition, references, completion, symbols) answer
+//! at once from the latest analysis, even while the next one runs; queries that
+//! return edits (formatting, rename, code actions) use the analysis of the current
+//! text, computing it when it is not there yet.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use ctxpack::diagnostic::{Diagnostic, Severity};
 use ctxpack::ide::{Analysis, CompletionKind, OutlineKind, OutlineSymbol};
-use ctxpack::imports::Lockfile;
-use ctxpack::registry::Registry;
-use serde_json::json;
+use serde_json::{json, Value};
 use tokio::sync::Mutex;
 use tower_lsp_server::jsonrpc::{Error, Result};
 use tower_lsp_server::ls_types::{self as lsp, *};
 use tower_lsp_server::{Client, LanguageServer};
 
 use crate::convert::{Encoding, Text};
+use crate::workspace::Workspace;
+
+/// The command that returns a diagnostic code's `explain` page (Markdown).
+pub const EXPLAIN_COMMAND: &str = "ctxpack.explain";
+
+/// The code action kind of "Explain E0401" actions.
+const EXPLAIN_KIND: &str = "quickfix.explain";
 
 pub struct Backend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     client: Client,
-    /// `--registry DIR`; otherwise `$CTXPACK_REGISTRY` or `.ctxpack/registry`, as for
-    /// `ctxpack check`.
-    registry: Option<PathBuf>,
     encoding: OnceLock<Encoding>,
-    /// The open documents, each with the analysis of its current text.
-    documents: Mutex<HashMap<Uri, Arc<Analysis>>>,
+    workspace: RwLock<Workspace>,
+    documents: Mutex<HashMap<Uri, Doc>>,
+}
+
+/// An open document.
+struct Doc {
+    /// The current text and its version.
+    text: String,
+    version: i32,
+    /// The latest finished analysis, and the version it is of.
+    analysis: Arc<Analysis>,
+    analyzed: Option<i32>,
+    /// An analysis task runs for this document.
+    running: bool,
+    /// The text changed since the running analysis took it.
+    dirty: bool,
 }
 
 impl Backend {
     pub fn new(client: Client, registry: Option<PathBuf>) -> Self {
         Backend {
-            client,
-            registry,
-            encoding: OnceLock::new(),
-            documents: Mutex::new(HashMap::new()),
+            inner: Arc::new(Inner {
+                client,
+                encoding: OnceLock::new(),
+                workspace: RwLock::new(Workspace {
+                    folders: Vec::new(),
+                    registry,
+                    watch: false,
+                }),
+                documents: Mutex::new(HashMap::new()),
+            }),
         }
     }
+}
 
+impl Inner {
     fn encoding(&self) -> Encoding {
         self.encoding.get().copied().unwrap_or_default()
     }
@@ -54,40 +88,110 @@ impl Backend {
         }
     }
 
-    /// Checks a document's text, resolving imports from the registry and the lockfile
-    /// beside the file.
-    fn analyze(&self, uri: &Uri, text: String) -> Analysis {
-        let registry = Registry::from_env_or(self.registry.as_deref());
-        let lock = uri
-            .to_file_path()
-            .and_then(|path| Lockfile::read(&Lockfile::path_for(&path)).ok().flatten());
-        Analysis::with_imports(text, &registry, lock.as_ref())
+    fn workspace(&self) -> Workspace {
+        self.workspace.read().map(|w| w.clone()).unwrap_or_default()
     }
 
-    async fn analysis(&self, uri: &Uri) -> Option<Arc<Analysis>> {
+    /// Checks a document's text, resolving imports as `ctxpack check` does from the
+    /// document's root (see [`Workspace`]). A bug in the checker must not take the
+    /// server down: the document then has no diagnostics until the next edit.
+    fn analyze(workspace: &Workspace, uri: &Uri, text: String) -> Analysis {
+        let Some(path) = uri.to_file_path() else {
+            return guard(|| Analysis::new(text.clone()))
+                .unwrap_or_else(|| Analysis::unchecked(text));
+        };
+        let resolution = workspace.resolve(&path);
+        let registry = resolution.registry();
+        let lock = resolution.lock();
+        guard(|| Analysis::with_imports(text.clone(), &registry, lock.as_ref()))
+            .unwrap_or_else(|| Analysis::unchecked(text))
+    }
+
+    /// Analyses `text` off the message loop.
+    async fn analyze_blocking(self: &Arc<Self>, uri: &Uri, text: String) -> Analysis {
+        let workspace = self.workspace();
+        let uri2 = uri.clone();
+        let fallback = text.clone();
+        tokio::task::spawn_blocking(move || Inner::analyze(&workspace, &uri2, text))
+            .await
+            .unwrap_or_else(|_| Analysis::unchecked(fallback))
+    }
+
+    /// Marks a document changed and makes sure an analysis will pick the change up.
+    fn schedule(self: &Arc<Self>, uri: &Uri, doc: &mut Doc) {
+        doc.dirty = true;
+        if !doc.running {
+            doc.running = true;
+            let inner = Arc::clone(self);
+            let uri = uri.clone();
+            tokio::spawn(async move { inner.analysis_task(uri).await });
+        }
+    }
+
+    /// Analyses a document until its latest text is analysed, then publishes that
+    /// version's diagnostics.
+    async fn analysis_task(self: Arc<Self>, uri: Uri) {
+        loop {
+            let (text, version) = {
+                let mut docs = self.documents.lock().await;
+                let Some(doc) = docs.get_mut(&uri) else {
+                    return;
+                };
+                doc.dirty = false;
+                (doc.text.clone(), doc.version)
+            };
+            let analysis = Arc::new(self.analyze_blocking(&uri, text).await);
+            let mut docs = self.documents.lock().await;
+            let Some(doc) = docs.get_mut(&uri) else {
+                return; // closed meanwhile
+            };
+            doc.analysis = Arc::clone(&analysis);
+            doc.analyzed = Some(version);
+            if doc.dirty {
+                continue; // superseded: analyse the newest text, publish nothing stale
+            }
+            doc.running = false;
+            let diagnostics = self.diagnostics(&uri, &analysis);
+            // Published under the lock: no later version can go out before this one.
+            self.client
+                .publish_diagnostics(uri, diagnostics, Some(version))
+                .await;
+            return;
+        }
+    }
+
+    /// The latest finished analysis (possibly of an older version of the text).
+    async fn latest(&self, uri: &Uri) -> Option<Arc<Analysis>> {
         let docs = self.documents.lock().await;
-        docs.get(uri).map(Arc::clone)
+        docs.get(uri).map(|d| Arc::clone(&d.analysis))
     }
 
-    /// Stores a new version and publishes its diagnostics. The caller holds the
-    /// documents lock until this returns.
-    async fn update(
-        &self,
-        docs: &mut HashMap<Uri, Arc<Analysis>>,
-        uri: Uri,
-        version: i32,
-        text: String,
-    ) {
-        // A bug in the checker must not take the editor's server down with it: the
-        // document then keeps its text, without diagnostics, until the next edit.
-        let analysis =
-            guard(|| self.analyze(&uri, text.clone())).unwrap_or_else(|| Analysis::unchecked(text));
-        let analysis = Arc::new(analysis);
-        let diagnostics = self.diagnostics(&uri, &analysis);
-        docs.insert(uri.clone(), analysis);
-        self.client
-            .publish_diagnostics(uri, diagnostics, Some(version))
-            .await;
+    /// The analysis of the current text, computed now if the latest is older.
+    async fn current(self: &Arc<Self>, uri: &Uri) -> Option<Arc<Analysis>> {
+        let text = {
+            let docs = self.documents.lock().await;
+            let doc = docs.get(uri)?;
+            if doc.analyzed == Some(doc.version) {
+                return Some(Arc::clone(&doc.analysis));
+            }
+            doc.text.clone()
+        };
+        Some(Arc::new(self.analyze_blocking(uri, text).await))
+    }
+
+    /// Re-analyses every open document (the registry, a lockfile or the settings
+    /// changed); with `only_importing`, only those whose pack has imports.
+    async fn reanalyze(self: &Arc<Self>, only_importing: bool) {
+        let mut docs = self.documents.lock().await;
+        let uris: Vec<Uri> = docs.keys().cloned().collect();
+        for uri in uris {
+            if let Some(doc) = docs.get_mut(&uri) {
+                let imports = !doc.analysis.checked().pack.imports.is_empty();
+                if !only_importing || imports || doc.analyzed.is_none() {
+                    self.schedule(&uri, doc);
+                }
+            }
+        }
     }
 
     fn diagnostics(&self, uri: &Uri, a: &Analysis) -> Vec<lsp::Diagnostic> {
@@ -97,7 +201,9 @@ impl Backend {
             .collect()
     }
 
-    /// The one conversion of a core diagnostic to the protocol's.
+    /// The one conversion of a core diagnostic to the protocol's: code, message with
+    /// its help, related information. The code's `explain` page is one request away
+    /// (hover, or the `ctxpack.explain` command), not in every publish.
     fn diagnostic(&self, uri: &Uri, a: &Analysis, d: &Diagnostic) -> lsp::Diagnostic {
         let t = self.text(a);
         let related: Vec<DiagnosticRelatedInformation> = d
@@ -128,11 +234,7 @@ impl Backend {
             message,
             related_information: (!related.is_empty()).then_some(related),
             tags: None,
-            data: Some(json!({
-                "label": d.label,
-                "help": d.help,
-                "explain": ctxpack::codes::lookup(d.code).map(|i| i.markdown()),
-            })),
+            data: None,
         }
     }
 
@@ -142,6 +244,54 @@ impl Backend {
             range: self.text(a).range(span),
         }
     }
+
+    /// Asks the client to tell us when lockfiles, packs, tests or the registry change.
+    async fn watch_files(self: Arc<Self>) {
+        let mut globs = vec![
+            "**/*.ctxpack".to_owned(),
+            "**/ctxpack.lock".to_owned(),
+            "**/*.tests.yaml".to_owned(),
+            "**/.ctxpack/registry/**".to_owned(),
+        ];
+        if let Some(r) = self.workspace().registry.filter(|r| r.is_absolute()) {
+            globs.push(format!("{}/**", r.display()));
+        }
+        let watchers = globs
+            .into_iter()
+            .map(|g| FileSystemWatcher {
+                glob_pattern: GlobPattern::String(g),
+                kind: None,
+            })
+            .collect();
+        let options = DidChangeWatchedFilesRegistrationOptions { watchers };
+        let registration = Registration {
+            id: "ctxpack-watch".to_owned(),
+            method: "workspace/didChangeWatchedFiles".to_owned(),
+            register_options: serde_json::to_value(options).ok(),
+        };
+        let _ = self.client.register_capability(vec![registration]).await;
+    }
+}
+
+/// The `ctxpack.registry` setting, from `{"ctxpack": {"registry": ...}}` or
+/// `{"registry": ...}`.
+fn registry_setting(settings: &Value) -> Option<Option<PathBuf>> {
+    let section = settings.get("ctxpack").unwrap_or(settings);
+    match section.get("registry")? {
+        Value::String(s) if !s.trim().is_empty() => Some(Some(PathBuf::from(s))),
+        Value::String(_) | Value::Null => Some(None),
+        _ => None,
+    }
+}
+
+/// Is an action of `kind` one the client asked for (`context.only`)?
+fn wanted(only: Option<&Vec<CodeActionKind>>, kind: &str) -> bool {
+    only.is_none_or(|only| {
+        only.iter().any(|o| {
+            let o = o.as_str();
+            o.is_empty() || kind == o || kind.starts_with(&format!("{o}."))
+        })
+    })
 }
 
 /// Runs a query, turning a panic (a bug) into "no answer".
@@ -182,7 +332,7 @@ fn symbol_kind(kind: OutlineKind) -> SymbolKind {
     }
 }
 
-impl Backend {
+impl Inner {
     #[expect(
         deprecated,
         reason = "`DocumentSymbol::deprecated` must still be written"
@@ -204,10 +354,108 @@ impl Backend {
             children: Some(s.children.iter().map(|c| self.symbol(a, c)).collect()),
         }
     }
+
+    /// The capabilities this server offers, for the negotiated encoding.
+    fn capabilities(encoding: Encoding) -> ServerCapabilities {
+        ServerCapabilities {
+            position_encoding: Some(match encoding {
+                Encoding::Utf8 => PositionEncodingKind::UTF8,
+                Encoding::Utf16 => PositionEncodingKind::UTF16,
+            }),
+            text_document_sync: Some(TextDocumentSyncCapability::Kind(
+                TextDocumentSyncKind::INCREMENTAL,
+            )),
+            hover_provider: Some(HoverProviderCapability::Simple(true)),
+            definition_provider: Some(OneOf::Left(true)),
+            references_provider: Some(OneOf::Left(true)),
+            document_symbol_provider: Some(OneOf::Left(true)),
+            document_formatting_provider: Some(OneOf::Left(true)),
+            rename_provider: Some(OneOf::Right(RenameOptions {
+                prepare_provider: Some(true),
+                work_done_progress_options: WorkDoneProgressOptions::default(),
+            })),
+            code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {
+                code_action_kinds: Some(vec![
+                    CodeActionKind::QUICKFIX,
+                    CodeActionKind::new(EXPLAIN_KIND),
+                ]),
+                ..CodeActionOptions::default()
+            })),
+            execute_command_provider: Some(ExecuteCommandOptions {
+                commands: vec![EXPLAIN_COMMAND.to_owned()],
+                work_done_progress_options: WorkDoneProgressOptions::default(),
+            }),
+            completion_provider: Some(CompletionOptions {
+                trigger_characters: Some(vec![".".to_owned()]),
+                ..CompletionOptions::default()
+            }),
+            ..ServerCapabilities::default()
+        }
+    }
+
+    /// The quick fixes and "Explain CODE" actions for `range` of `uri`.
+    fn code_actions(
+        &self,
+        uri: &Uri,
+        a: &Analysis,
+        range: lsp::Range,
+        only: Option<&Vec<CodeActionKind>>,
+    ) -> Vec<CodeActionOrCommand> {
+        let t = self.text(a);
+        let span = t.span(range);
+        let mut actions = Vec::new();
+        if wanted(only, CodeActionKind::QUICKFIX.as_str()) {
+            for fix in guard(|| a.quick_fixes(span)).unwrap_or_default() {
+                let diagnostic = a
+                    .diagnostics()
+                    .get(fix.diagnostic)
+                    .map(|d| self.diagnostic(uri, a, d));
+                let edit = TextEdit {
+                    range: t.range(fix.edit.span),
+                    new_text: fix.edit.text,
+                };
+                actions.push(CodeActionOrCommand::CodeAction(CodeAction {
+                    title: fix.title,
+                    kind: Some(CodeActionKind::QUICKFIX),
+                    diagnostics: diagnostic.map(|d| vec![d]),
+                    edit: Some(WorkspaceEdit {
+                        changes: Some(HashMap::from([(uri.clone(), vec![edit])])),
+                        ..WorkspaceEdit::default()
+                    }),
+                    is_preferred: Some(true),
+                    ..CodeAction::default()
+                }));
+            }
+        }
+        if wanted(only, EXPLAIN_KIND) {
+            let mut codes: Vec<&str> = a
+                .diagnostics()
+                .iter()
+                .filter(|d| d.span.start <= span.end && span.start <= d.span.end)
+                .map(|d| d.code)
+                .collect();
+            codes.sort_unstable();
+            codes.dedup();
+            for code in codes {
+                actions.push(CodeActionOrCommand::CodeAction(CodeAction {
+                    title: format!("Explain {code}"),
+                    kind: Some(CodeActionKind::new(EXPLAIN_KIND)),
+                    command: Some(Command {
+                        title: format!("Explain {code}"),
+                        command: EXPLAIN_COMMAND.to_owned(),
+                        arguments: Some(vec![json!(code)]),
+                    }),
+                    ..CodeAction::default()
+                }));
+            }
+        }
+        actions
+    }
 }
 
 impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
+        let inner = &self.inner;
         let offers_utf8 = params
             .capabilities
             .general
@@ -219,37 +467,38 @@ impl LanguageServer for Backend {
         } else {
             Encoding::Utf16
         };
-        let _ = self.encoding.set(encoding);
+        let _ = inner.encoding.set(encoding);
+        #[expect(deprecated, reason = "clients that send only `rootUri` still exist")]
+        let root = params.root_uri.clone();
+        let mut folders: Vec<PathBuf> = params
+            .workspace_folders
+            .iter()
+            .flatten()
+            .filter_map(|f| f.uri.to_file_path().map(|p| p.into_owned()))
+            .collect();
+        if folders.is_empty() {
+            folders.extend(root.and_then(|r| r.to_file_path().map(|p| p.into_owned())));
+        }
+        let watch = params
+            .capabilities
+            .workspace
+            .as_ref()
+            .and_then(|w| w.did_change_watched_files.as_ref())
+            .and_then(|d| d.dynamic_registration)
+            .unwrap_or(false);
+        if let Ok(mut ws) = inner.workspace.write() {
+            ws.folders = folders;
+            if let Some(Some(r)) = params
+                .initialization_options
+                .as_ref()
+                .and_then(registry_setting)
+            {
+                ws.registry = Some(r);
+            }
+            ws.watch = watch;
+        }
         Ok(InitializeResult {
-            capabilities: ServerCapabilities {
-                position_encoding: Some(match encoding {
-                    Encoding::Utf8 => PositionEncodingKind::UTF8,
-                    Encoding::Utf16 => PositionEncodingKind::UTF16,
-                }),
-                text_document_sync: Some(TextDocumentSyncCapability::Kind(
-                    TextDocumentSyncKind::INCREMENTAL,
-                )),
-                hover_provider: Some(HoverProviderCapability::Simple(true)),
-                definition_provider: Some(OneOf::Left(true)),
-                references_provider: Some(OneOf::Left(true)),
-                document_symbol_provider: Some(OneOf::Left(true)),
-                document_formatting_provider: Some(OneOf::Left(true)),
-                rename_provider: Some(OneOf::Right(RenameOptions {
-                    prepare_provider: Some(true),
-                    work_done_progress_options: WorkDoneProgressOptions::default(),
-                })),
-                code_action_provider: Some(CodeActionProviderCapability::Options(
-                    CodeActionOptions {
-                        code_action_kinds: Some(vec![CodeActionKind::QUICKFIX]),
-                        ..CodeActionOptions::default()
-                    },
-                )),
-                completion_provider: Some(CompletionOptions {
-                    trigger_characters: Some(vec![".".to_owned()]),
-                    ..CompletionOptions::default()
-                }),
-                ..ServerCapabilities::default()
-            },
+            capabilities: Inner::capabilities(encoding),
             server_info: Some(ServerInfo {
                 name: "ctxpack-lsp".to_owned(),
                 version: Some(env!("CARGO_PKG_VERSION").to_owned()),
@@ -258,55 +507,117 @@ impl LanguageServer for Backend {
         })
     }
 
+    async fn initialized(&self, _: InitializedParams) {
+        if self.inner.workspace().watch {
+            // Not awaited here: the client answers after it has read this message.
+            tokio::spawn(Arc::clone(&self.inner).watch_files());
+        }
+    }
+
     async fn shutdown(&self) -> Result<()> {
         Ok(())
     }
 
     async fn did_open(&self, params: DidOpenTextDocumentParams) {
         let doc = params.text_document;
-        let mut docs = self.documents.lock().await;
-        self.update(&mut docs, doc.uri, doc.version, doc.text).await;
+        let mut docs = self.inner.documents.lock().await;
+        let entry = docs.entry(doc.uri.clone()).or_insert_with(|| Doc {
+            text: String::new(),
+            version: doc.version,
+            analysis: Arc::new(Analysis::unchecked(String::new())),
+            analyzed: None,
+            running: false,
+            dirty: false,
+        });
+        entry.text = doc.text;
+        entry.version = doc.version;
+        self.inner.schedule(&doc.uri, entry);
     }
 
     async fn did_change(&self, params: DidChangeTextDocumentParams) {
         let uri = params.text_document.uri;
-        let mut docs = self.documents.lock().await;
-        let mut text = docs
-            .get(&uri)
-            .map(|a| a.text().to_owned())
-            .unwrap_or_default();
+        let mut docs = self.inner.documents.lock().await;
+        let Some(doc) = docs.get_mut(&uri) else {
+            return;
+        };
         for change in params.content_changes {
             match change.range {
-                None => text = change.text,
+                None => doc.text = change.text,
                 Some(range) => {
-                    let lines = ctxpack::span::LineIndex::new(&text);
+                    let lines = ctxpack::span::LineIndex::new(&doc.text);
                     let t = Text {
-                        text: &text,
+                        text: &doc.text,
                         lines: &lines,
-                        encoding: self.encoding(),
+                        encoding: self.inner.encoding(),
                     };
                     let span = t.span(range);
-                    text.replace_range(span.start..span.end, &change.text);
+                    doc.text.replace_range(span.start..span.end, &change.text);
                 }
             }
         }
-        self.update(&mut docs, uri, params.text_document.version, text)
-            .await;
+        doc.version = params.text_document.version;
+        self.inner.schedule(&uri, doc);
     }
 
     async fn did_close(&self, params: DidCloseTextDocumentParams) {
         let uri = params.text_document.uri;
-        let mut docs = self.documents.lock().await;
+        let mut docs = self.inner.documents.lock().await;
         docs.remove(&uri);
-        self.client.publish_diagnostics(uri, Vec::new(), None).await;
+        self.inner
+            .client
+            .publish_diagnostics(uri, Vec::new(), None)
+            .await;
+    }
+
+    async fn did_change_watched_files(&self, params: DidChangeWatchedFilesParams) {
+        // Packs depend on the registry and their lockfile: a change to either
+        // re-checks the open packs that import. Other files (a pack or test file on
+        // disk) change no open pack's diagnostics.
+        let relevant = params.changes.iter().any(|c| {
+            let path = c.uri.path().as_str();
+            path.ends_with(ctxpack::imports::LOCKFILE_NAME)
+                || path.contains("/.ctxpack/")
+                || path.ends_with(".json")
+        });
+        if relevant {
+            self.inner.reanalyze(true).await;
+        }
+    }
+
+    async fn did_change_configuration(&self, params: DidChangeConfigurationParams) {
+        if let Some(registry) = registry_setting(&params.settings) {
+            if let Ok(mut ws) = self.inner.workspace.write() {
+                ws.registry = registry;
+            }
+        }
+        self.inner.reanalyze(false).await;
+    }
+
+    async fn execute_command(&self, params: ExecuteCommandParams) -> Result<Option<Value>> {
+        if params.command != EXPLAIN_COMMAND {
+            return Err(Error::invalid_params(format!(
+                "unknown command `{}`",
+                params.command
+            )));
+        }
+        let code = params
+            .arguments
+            .first()
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                Error::invalid_params("`ctxpack.explain` takes a code, such as \"E0401\"")
+            })?;
+        let info = ctxpack::codes::lookup(code)
+            .ok_or_else(|| Error::invalid_params(format!("`{code}` is not a ctxpack code")))?;
+        Ok(Some(json!(info.markdown())))
     }
 
     async fn hover(&self, params: HoverParams) -> Result<Option<Hover>> {
         let p = params.text_document_position_params;
-        let Some(a) = self.analysis(&p.text_document.uri).await else {
+        let Some(a) = self.inner.latest(&p.text_document.uri).await else {
             return Ok(None);
         };
-        let t = self.text(&a);
+        let t = self.inner.text(&a);
         Ok(guard(|| a.hover(t.offset(p.position)))
             .flatten()
             .map(|h| Hover {
@@ -324,13 +635,14 @@ impl LanguageServer for Backend {
     ) -> Result<Option<GotoDefinitionResponse>> {
         let p = params.text_document_position_params;
         let uri = p.text_document.uri;
-        let Some(a) = self.analysis(&uri).await else {
+        let Some(a) = self.inner.latest(&uri).await else {
             return Ok(None);
         };
-        let spans = guard(|| a.definition(self.text(&a).offset(p.position))).unwrap_or_default();
+        let offset = self.inner.text(&a).offset(p.position);
+        let spans = guard(|| a.definition(offset)).unwrap_or_default();
         let locations: Vec<Location> = spans
             .into_iter()
-            .map(|s| self.location(&uri, &a, s))
+            .map(|s| self.inner.location(&uri, &a, s))
             .collect();
         Ok((!locations.is_empty()).then_some(GotoDefinitionResponse::Array(locations)))
     }
@@ -338,26 +650,26 @@ impl LanguageServer for Backend {
     async fn references(&self, params: ReferenceParams) -> Result<Option<Vec<Location>>> {
         let p = params.text_document_position;
         let uri = p.text_document.uri;
-        let Some(a) = self.analysis(&uri).await else {
+        let Some(a) = self.inner.latest(&uri).await else {
             return Ok(None);
         };
-        let offset = self.text(&a).offset(p.position);
+        let offset = self.inner.text(&a).offset(p.position);
         let spans =
             guard(|| a.references(offset, params.context.include_declaration)).unwrap_or_default();
         Ok(Some(
             spans
                 .into_iter()
-                .map(|s| self.location(&uri, &a, s))
+                .map(|s| self.inner.location(&uri, &a, s))
                 .collect(),
         ))
     }
 
     async fn completion(&self, params: CompletionParams) -> Result<Option<CompletionResponse>> {
         let p = params.text_document_position;
-        let Some(a) = self.analysis(&p.text_document.uri).await else {
+        let Some(a) = self.inner.latest(&p.text_document.uri).await else {
             return Ok(None);
         };
-        let t = self.text(&a);
+        let t = self.inner.text(&a);
         let items = guard(|| a.completion(t.offset(p.position)))
             .unwrap_or_default()
             .into_iter()
@@ -379,19 +691,19 @@ impl LanguageServer for Backend {
         &self,
         params: DocumentSymbolParams,
     ) -> Result<Option<DocumentSymbolResponse>> {
-        let Some(a) = self.analysis(&params.text_document.uri).await else {
+        let Some(a) = self.inner.latest(&params.text_document.uri).await else {
             return Ok(None);
         };
         let symbols = guard(|| a.document_symbols())
             .unwrap_or_default()
             .iter()
-            .map(|s| self.symbol(&a, s))
+            .map(|s| self.inner.symbol(&a, s))
             .collect();
         Ok(Some(DocumentSymbolResponse::Nested(symbols)))
     }
 
     async fn formatting(&self, params: DocumentFormattingParams) -> Result<Option<Vec<TextEdit>>> {
-        let Some(a) = self.analysis(&params.text_document.uri).await else {
+        let Some(a) = self.inner.current(&params.text_document.uri).await else {
             return Ok(None);
         };
         // A file with syntax errors is not formatted.
@@ -403,7 +715,7 @@ impl LanguageServer for Backend {
         }
         let whole = ctxpack::span::Span::new(0, a.text().len());
         Ok(Some(vec![TextEdit {
-            range: self.text(&a).range(whole),
+            range: self.inner.text(&a).range(whole),
             new_text: formatted,
         }]))
     }
@@ -412,10 +724,10 @@ impl LanguageServer for Backend {
         &self,
         params: TextDocumentPositionParams,
     ) -> Result<Option<PrepareRenameResponse>> {
-        let Some(a) = self.analysis(&params.text_document.uri).await else {
+        let Some(a) = self.inner.current(&params.text_document.uri).await else {
             return Ok(None);
         };
-        let t = self.text(&a);
+        let t = self.inner.text(&a);
         Ok(guard(|| a.prepare_rename(t.offset(params.position)))
             .flatten()
             .map(|s| PrepareRenameResponse::Range(t.range(s))))
@@ -424,13 +736,27 @@ impl LanguageServer for Backend {
     async fn rename(&self, params: RenameParams) -> Result<Option<WorkspaceEdit>> {
         let p = params.text_document_position;
         let uri = p.text_document.uri;
-        let Some(a) = self.analysis(&uri).await else {
+        let Some(a) = self.inner.current(&uri).await else {
             return Ok(None);
         };
-        let t = self.text(&a);
-        let edits = guard(|| a.rename(t.offset(p.position), &params.new_name))
-            .unwrap_or_else(|| Err("rename failed".to_owned()))
-            .map_err(Error::invalid_params)?;
+        let t = self.inner.text(&a);
+        let offset = t.offset(p.position);
+        let workspace = self.inner.workspace();
+        let (a2, uri2, name) = (Arc::clone(&a), uri.clone(), params.new_name.clone());
+        // The renamed text is checked as the document is (imports included): a rename
+        // that would make a diagnostic appear is refused with it.
+        let edits = tokio::task::spawn_blocking(move || {
+            guard(|| {
+                a2.rename_checked(offset, &name, &|text| {
+                    Inner::analyze(&workspace, &uri2, text)
+                })
+            })
+        })
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| Err("rename failed".to_owned()))
+        .map_err(Error::invalid_params)?;
         let edits = edits
             .into_iter()
             .map(|e| TextEdit {
@@ -446,35 +772,10 @@ impl LanguageServer for Backend {
 
     async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
         let uri = params.text_document.uri;
-        let Some(a) = self.analysis(&uri).await else {
+        let Some(a) = self.inner.current(&uri).await else {
             return Ok(None);
         };
-        let t = self.text(&a);
-        let actions = guard(|| a.quick_fixes(t.span(params.range)))
-            .unwrap_or_default()
-            .into_iter()
-            .map(|fix| {
-                let diagnostic = a
-                    .diagnostics()
-                    .get(fix.diagnostic)
-                    .map(|d| self.diagnostic(&uri, &a, d));
-                let edit = TextEdit {
-                    range: t.range(fix.edit.span),
-                    new_text: fix.edit.text,
-                };
-                CodeActionOrCommand::CodeAction(CodeAction {
-                    title: fix.title,
-                    kind: Some(CodeActionKind::QUICKFIX),
-                    diagnostics: diagnostic.map(|d| vec![d]),
-                    edit: Some(WorkspaceEdit {
-                        changes: Some(HashMap::from([(uri.clone(), vec![edit])])),
-                        ..WorkspaceEdit::default()
-                    }),
-                    is_preferred: Some(true),
-                    ..CodeAction::default()
-                })
-            })
-            .collect();
-        Ok(Some(actions))
+        let only = params.context.only.as_ref();
+        Ok(Some(self.inner.code_actions(&uri, &a, params.range, only)))
     }
 }

@@ -30,7 +30,14 @@ struct Client {
 
 impl Client {
     fn start(args: &[&str]) -> Client {
+        Client::start_in(&std::env::temp_dir(), args)
+    }
+
+    /// Starts the server with `dir` as its working directory.
+    fn start_in(dir: &std::path::Path, args: &[&str]) -> Client {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ctxpack-lsp"))
+            .current_dir(dir)
+            .env_remove("CTXPACK_REGISTRY")
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -129,6 +136,32 @@ impl Client {
             panic!("{method} failed: {error}");
         }
         response.get("result").cloned().unwrap_or(Value::Null)
+    }
+
+    /// Waits for the server's request `method` and answers it with `result`;
+    /// returns its params.
+    fn answer(&mut self, method: &str, result: Value) -> Value {
+        let deadline = Instant::now() + TIMEOUT;
+        let mut kept = VecDeque::new();
+        let found = loop {
+            let m = match self.backlog.pop_front() {
+                Some(m) => m,
+                None => self.recv(deadline),
+            };
+            if m.get("method") == Some(&json!(method)) && m.get("id").is_some() {
+                break m;
+            }
+            kept.push_back(m);
+        };
+        kept.extend(self.backlog.drain(..));
+        self.backlog = kept;
+        self.send(&json!({ "jsonrpc": "2.0", "id": found["id"], "result": result }));
+        found["params"].clone()
+    }
+
+    /// The next diagnostics published for `uri`.
+    fn diagnostics_of(&mut self, uri: &str) -> Value {
+        self.wait_for("textDocument/publishDiagnostics", |p| p["uri"] == uri)
     }
 
     fn request_raw(&mut self, method: &str, params: Value) -> Value {
@@ -372,9 +405,25 @@ fn full_session() {
     );
     assert_eq!(diags[0]["severity"], 1);
     assert_eq!(diags[0]["source"], "ctxpack");
-    assert!(diags[0]["data"]["explain"]
-        .as_str()
-        .is_some_and(|e| e.contains("E0102")));
+    // Lean: the explain page is not in the publish, it is one request away.
+    assert!(
+        diags[0].get("data").is_none_or(Value::is_null),
+        "{:#}",
+        diags[0]
+    );
+    let page = c.request(
+        "workspace/executeCommand",
+        json!({ "command": "ctxpack.explain", "arguments": ["E0102"] }),
+    );
+    assert!(
+        page.as_str().is_some_and(|p| p.contains("E0102")),
+        "{page:#}"
+    );
+    let unknown = c.request_raw(
+        "workspace/executeCommand",
+        json!({ "command": "ctxpack.explain", "arguments": ["E9999"] }),
+    );
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown:#}");
 
     // A quick fix for the unknown tool.
     let (line, col, _) = position(&text, "lookup_ordr", 0);
@@ -389,6 +438,34 @@ fn full_session() {
     let edit = &actions[0]["edit"]["changes"][URI][0];
     assert_eq!(edit["newText"], "lookup_order", "{actions:#}");
     assert_eq!(actions[0]["kind"], "quickfix");
+    let explain = actions
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["kind"] == "quickfix.explain"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(explain["title"], "Explain E0102", "{actions:#}");
+    assert_eq!(explain["command"]["command"], "ctxpack.explain");
+    assert_eq!(explain["command"]["arguments"], json!(["E0102"]));
+    // `context.only` is honoured.
+    let ask = |c: &mut Client, only: Value| {
+        c.request(
+            "textDocument/codeAction",
+            json!({
+                "textDocument": { "uri": URI },
+                "range": { "start": { "line": line, "character": col }, "end": { "line": line, "character": col } },
+                "context": { "diagnostics": [], "only": only }
+            }),
+        )
+    };
+    assert_eq!(ask(&mut c, json!(["refactor"])), json!([]));
+    let kinds: Vec<Value> = ask(&mut c, json!(["quickfix.explain"]))
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|a| a["kind"].clone())
+        .collect();
+    assert_eq!(kinds, [json!("quickfix.explain")]);
 
     // didChange fixing it: empty diagnostics.
     c.change_all(CLEAN, 2);
@@ -894,4 +971,200 @@ fn the_end_of_input_inside_a_message_ends_the_server_cleanly() {
     assert_eq!(c.error_without_id()["error"]["code"], -32700);
     let status = c.wait_exit();
     assert_eq!(status.code(), Some(0), "{status}");
+}
+
+// ── The workspace, reloads, bursts and renames ───────────────────────────────────
+
+fn file_uri(path: &std::path::Path) -> String {
+    format!("file://{}", path.display())
+}
+
+/// A project with a registry holding `acme/base@1.0.0`, and a pack importing
+/// `version` of it.
+fn project(version: &str) -> (tempfile::TempDir, std::path::PathBuf, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("project");
+    std::fs::create_dir_all(project.join("packs")).unwrap();
+    publish_base(&project, "1.0.0");
+    let pack = project.join("packs/app.ctxpack");
+    let text = CLEAN.replacen(
+        "\n\ncontext {",
+        &format!("\n\nimport \"acme/base\" version \"{version}\"\n\ncontext {{"),
+        1,
+    );
+    std::fs::write(&pack, &text).unwrap();
+    (dir, pack, text)
+}
+
+fn publish_base(project: &std::path::Path, version: &str) -> std::path::PathBuf {
+    let lib = format!(
+        "pack \"acme/base\" version \"{version}\" library\n\nredactor email pattern \"[a-z]+@x\"\n"
+    );
+    let built = ctxpack::build::build_source("base.ctxpack", lib).unwrap();
+    let registry = ctxpack::registry::Registry::open(project.join(".ctxpack/registry"));
+    registry.publish(&built.artifact).unwrap();
+    project.join(format!(".ctxpack/registry/acme/base/{version}.json"))
+}
+
+fn init_watching(c: &mut Client, folder: &std::path::Path) {
+    c.request(
+        "initialize",
+        json!({
+            "processId": null,
+            "workspaceFolders": [{ "uri": file_uri(folder), "name": "project" }],
+            "capabilities": { "workspace": { "didChangeWatchedFiles": { "dynamicRegistration": true } } }
+        }),
+    );
+    c.notify("initialized", json!({}));
+}
+
+/// Imports resolve from the project's registry whatever the server's working
+/// directory; publishing a version or editing the lockfile re-checks the open pack.
+#[test]
+fn imports_resolve_from_the_project_and_reload_when_it_changes() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let (dir, pack, _) = project("1.1.0");
+    let mut c = Client::start_in(elsewhere.path(), &[]);
+    init_watching(&mut c, dir.path());
+    let registration = c.answer("client/registerCapability", Value::Null);
+    let watchers = &registration["registrations"][0]["registerOptions"]["watchers"];
+    let globs: Vec<&str> = watchers
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["globPattern"].as_str())
+        .collect();
+    for wanted in ["**/*.ctxpack", "**/ctxpack.lock", "**/*.tests.yaml"] {
+        assert!(globs.contains(&wanted), "{globs:?}");
+    }
+    let uri = file_uri(&pack);
+    let text = std::fs::read_to_string(&pack).unwrap();
+    c.notify(
+        "textDocument/didOpen",
+        json!({ "textDocument": { "uri": uri, "languageId": "ctxpack", "version": 1, "text": text } }),
+    );
+    // 1.1.0 is not published yet.
+    let d = c.diagnostics_of(&uri);
+    assert_eq!(
+        codes(d["diagnostics"].as_array().unwrap()),
+        ["E0702"],
+        "{d:#}"
+    );
+    let published = publish_base(pack.parent().unwrap().parent().unwrap(), "1.1.0");
+    c.notify(
+        "workspace/didChangeWatchedFiles",
+        json!({ "changes": [{ "uri": file_uri(&published), "type": 1 }] }),
+    );
+    let d = c.diagnostics_of(&uri);
+    assert_eq!(d["diagnostics"], json!([]), "{d:#}");
+    // A lockfile that pins another hash: E0703 on the next check.
+    let lock = pack.with_file_name("ctxpack.lock");
+    std::fs::write(
+        &lock,
+        r#"{"lockfile": 1, "packages": [{"name": "acme/base", "version": "1.1.0", "hash": "blake3:0000000000000000000000000000000000000000000000000000000000000000"}]}"#,
+    )
+    .unwrap();
+    c.notify(
+        "workspace/didChangeWatchedFiles",
+        json!({ "changes": [{ "uri": file_uri(&lock), "type": 1 }] }),
+    );
+    let d = c.diagnostics_of(&uri);
+    assert_eq!(
+        codes(d["diagnostics"].as_array().unwrap()),
+        ["E0703"],
+        "{d:#}"
+    );
+    // Hover on the import shows what it resolved to.
+    let line = line_of(&text, "import", 0);
+    let hover = c.request(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": uri }, "position": { "line": line, "character": 10 } }),
+    );
+    let markdown = hover["contents"]["value"].as_str().unwrap_or("");
+    assert!(
+        markdown.starts_with("**import** `acme/base@1.1.0`"),
+        "{markdown}"
+    );
+    assert!(markdown.contains("- redactor `email`"), "{markdown}");
+    c.shutdown();
+}
+
+/// A burst of changes: the last version's diagnostics arrive, and none of a
+/// superseded version after a newer one.
+#[test]
+fn a_burst_of_changes_publishes_the_last_version_last() {
+    let mut c = Client::start(&[]);
+    c.initialize(None);
+    let text = generated_pack(5_000);
+    c.open(&text, 1);
+    c.diagnostics(1);
+    for v in 2..=21 {
+        let edited = if v % 2 == 0 {
+            text.replacen("tools ", "tools  ", 1)
+        } else {
+            text.clone()
+        };
+        c.change_all(&edited, v);
+    }
+    // Collect publishes until version 21's.
+    let mut versions = Vec::new();
+    loop {
+        let p = c.wait_for("textDocument/publishDiagnostics", |p| p["uri"] == URI);
+        let v = p["version"].as_i64().unwrap_or(-1);
+        versions.push(v);
+        if v == 21 {
+            break;
+        }
+    }
+    let mut sorted = versions.clone();
+    sorted.sort();
+    assert_eq!(versions, sorted, "published out of order: {versions:?}");
+    assert!(
+        versions.len() < 20,
+        "every stale version was published: {versions:?}"
+    );
+    // Queries answer while an analysis runs.
+    c.change_all(&text.replacen("tools ", "tools   ", 1), 22);
+    let start = Instant::now();
+    c.at("textDocument/hover", 0, 6, json!({}));
+    assert!(start.elapsed() < Duration::from_secs(2));
+    c.diagnostics(22);
+    c.shutdown();
+}
+
+/// Rename over the protocol reaches raw JsonLogic, and a breaking rename is refused.
+#[test]
+fn rename_reaches_raw_json_and_refuses_what_would_break() {
+    let text = CLEAN.replace(
+        "when ctx.user.tier == \"pro\"",
+        "when json {\"==\": [{\"var\": \"ctx.user.tier\"}, \"pro\"]}",
+    );
+    let mut c = Client::start(&[]);
+    c.initialize(None);
+    c.open(&text, 1);
+    assert!(c.diagnostics(1).is_empty());
+    let (line, col, _) = position(&text, "user.tier", 0);
+    let edit = c.at(
+        "textDocument/rename",
+        line,
+        col,
+        json!({ "newName": "plan" }),
+    );
+    let edits = edit["changes"][URI].as_array().cloned().unwrap_or_default();
+    assert_eq!(edits.len(), 2, "{edit:#}");
+    let (json_line, _, _) = position(&text, "{\"var\": \"ctx.user.tier\"}", 0);
+    assert!(
+        edits
+            .iter()
+            .any(|e| e["range"]["start"]["line"] == json!(json_line)),
+        "{edit:#}"
+    );
+    let (line, col, _) = position(&text, "evidence", 0);
+    let refused = c.request_raw(
+        "textDocument/rename",
+        json!({ "textDocument": { "uri": URI }, "position": { "line": line, "character": col }, "newName": "kb" }),
+    );
+    let message = refused["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("W0502"), "{refused:#}");
+    c.shutdown();
 }
