@@ -94,27 +94,44 @@ impl Inner {
 
     /// Checks a document's text, resolving imports as `ctxpack check` does from the
     /// document's root (see [`Workspace`]). A bug in the checker must not take the
-    /// server down: the document then has no diagnostics until the next edit.
-    fn analyze(workspace: &Workspace, uri: &Uri, text: String) -> Analysis {
-        let Some(path) = uri.to_file_path() else {
-            return guard(|| Analysis::new(text.clone()))
-                .unwrap_or_else(|| Analysis::unchecked(text));
+    /// server down: the document then has no diagnostics until the next edit. With
+    /// `previous` (an analysis of an earlier text of the document), only the items
+    /// the edit touches are parsed again.
+    fn analyze(
+        workspace: &Workspace,
+        uri: &Uri,
+        text: String,
+        previous: Option<&Analysis>,
+    ) -> Analysis {
+        let resolution = uri.to_file_path().map(|path| workspace.resolve(&path));
+        let registry = resolution.as_ref().map(|r| r.registry());
+        let lock = resolution.as_ref().and_then(|r| r.lock());
+        let source: &dyn ctxpack::imports::PackSource = match &registry {
+            Some(r) => r,
+            None => &ctxpack::imports::NoSource,
         };
-        let resolution = workspace.resolve(&path);
-        let registry = resolution.registry();
-        let lock = resolution.lock();
-        guard(|| Analysis::with_imports(text.clone(), &registry, lock.as_ref()))
-            .unwrap_or_else(|| Analysis::unchecked(text))
+        guard(|| match previous {
+            Some(p) => p.edited(text.clone(), source, lock.as_ref()),
+            None => Analysis::with_imports(text.clone(), source, lock.as_ref()),
+        })
+        .unwrap_or_else(|| Analysis::unchecked(text))
     }
 
-    /// Analyses `text` off the message loop.
-    async fn analyze_blocking(self: &Arc<Self>, uri: &Uri, text: String) -> Analysis {
+    /// Analyses `text` off the message loop, from `previous` when there is one.
+    async fn analyze_blocking(
+        self: &Arc<Self>,
+        uri: &Uri,
+        text: String,
+        previous: Option<Arc<Analysis>>,
+    ) -> Analysis {
         let workspace = self.workspace();
         let uri2 = uri.clone();
         let fallback = text.clone();
-        tokio::task::spawn_blocking(move || Inner::analyze(&workspace, &uri2, text))
-            .await
-            .unwrap_or_else(|_| Analysis::unchecked(fallback))
+        tokio::task::spawn_blocking(move || {
+            Inner::analyze(&workspace, &uri2, text, previous.as_deref())
+        })
+        .await
+        .unwrap_or_else(|_| Analysis::unchecked(fallback))
     }
 
     /// Marks a document changed and makes sure an analysis will pick the change up.
@@ -132,15 +149,16 @@ impl Inner {
     /// version's diagnostics.
     async fn analysis_task(self: Arc<Self>, uri: Uri) {
         loop {
-            let (text, version) = {
+            let (text, version, previous) = {
                 let mut docs = self.documents.lock().await;
                 let Some(doc) = docs.get_mut(&uri) else {
                     return;
                 };
                 doc.dirty = false;
-                (doc.text.clone(), doc.version)
+                let previous = doc.analyzed.map(|_| Arc::clone(&doc.analysis));
+                (doc.text.clone(), doc.version, previous)
             };
-            let analysis = Arc::new(self.analyze_blocking(&uri, text).await);
+            let analysis = Arc::new(self.analyze_blocking(&uri, text, previous).await);
             let mut docs = self.documents.lock().await;
             let Some(doc) = docs.get_mut(&uri) else {
                 return; // closed meanwhile
@@ -168,15 +186,16 @@ impl Inner {
 
     /// The analysis of the current text, computed now if the latest is older.
     async fn current(self: &Arc<Self>, uri: &Uri) -> Option<Arc<Analysis>> {
-        let text = {
+        let (text, previous) = {
             let docs = self.documents.lock().await;
             let doc = docs.get(uri)?;
             if doc.analyzed == Some(doc.version) {
                 return Some(Arc::clone(&doc.analysis));
             }
-            doc.text.clone()
+            let previous = doc.analyzed.map(|_| Arc::clone(&doc.analysis));
+            (doc.text.clone(), previous)
         };
-        Some(Arc::new(self.analyze_blocking(uri, text).await))
+        Some(Arc::new(self.analyze_blocking(uri, text, previous).await))
     }
 
     /// Re-analyses every open document (the registry, a lockfile or the settings
@@ -748,7 +767,7 @@ impl LanguageServer for Backend {
         let edits = tokio::task::spawn_blocking(move || {
             guard(|| {
                 a2.rename_checked(offset, &name, &|text| {
-                    Inner::analyze(&workspace, &uri2, text)
+                    Inner::analyze(&workspace, &uri2, text, None)
                 })
             })
         })

@@ -41,7 +41,18 @@ pub fn check_source_with(
     source: &dyn crate::imports::PackSource,
     lock: Option<&crate::imports::Lockfile>,
 ) -> (Checked, Vec<crate::artifact::Dependency>) {
-    let (ast, mut diagnostics) = syntax::parse(text);
+    let (ast, diagnostics) = syntax::parse(text);
+    check_parsed_with(ast, diagnostics, source, lock)
+}
+
+/// [`check_source_with`] over a file already parsed (`diagnostics` are the parse's),
+/// for a caller that parses incrementally ([`syntax::reparse`]).
+pub fn check_parsed_with(
+    ast: crate::syntax::ast::File,
+    mut diagnostics: Vec<Diagnostic>,
+    source: &dyn crate::imports::PackSource,
+    lock: Option<&crate::imports::Lockfile>,
+) -> (Checked, Vec<crate::artifact::Dependency>) {
     let own_name = ast
         .header
         .as_ref()

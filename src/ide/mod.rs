@@ -12,7 +12,7 @@ mod hover;
 mod rawjson;
 mod symbols;
 
-use crate::check::{check_source, check_source_with, Checked};
+use crate::check::Checked;
 use crate::diagnostic::Diagnostic;
 use crate::imports::{Lockfile, PackSource};
 use crate::ir::{EffectIr, SymbolKind};
@@ -73,14 +73,14 @@ pub struct Analysis {
     lines: LineIndex,
     occurrences: Vec<Occurrence>,
     imports: Vec<ResolvedImport>,
+    /// The parser's own diagnostics, for the next [`Analysis::edited`].
+    parse_diagnostics: Vec<Diagnostic>,
 }
 
 impl Analysis {
     /// Checks `text` without a registry (imports report E0702).
     pub fn new(text: impl Into<String>) -> Self {
-        let text = text.into();
-        let checked = check_source(&text);
-        Self::from_checked(text, checked)
+        Self::with_imports(text, &crate::imports::NoSource, None)
     }
 
     /// Checks `text`, resolving imports from `source` and checking them against
@@ -91,7 +91,39 @@ impl Analysis {
         lock: Option<&Lockfile>,
     ) -> Self {
         let text = text.into();
-        let (checked, dependencies) = check_source_with(&text, source, lock);
+        let (ast, parse_diagnostics) = crate::syntax::parse(&text);
+        Self::from_parsed(text, ast, parse_diagnostics, source, lock)
+    }
+
+    /// The analysis of `text`, an edit of this analysis's text: only the items the
+    /// edit touches are parsed again ([`crate::syntax::reparse`]); the result is the
+    /// same as [`Analysis::with_imports`] of `text`.
+    pub fn edited(
+        &self,
+        text: impl Into<String>,
+        source: &dyn PackSource,
+        lock: Option<&Lockfile>,
+    ) -> Self {
+        let text = text.into();
+        let (ast, parse_diagnostics) = crate::syntax::reparse(
+            &self.text,
+            &self.checked.ast,
+            &self.parse_diagnostics,
+            &text,
+        )
+        .unwrap_or_else(|| crate::syntax::parse(&text));
+        Self::from_parsed(text, ast, parse_diagnostics, source, lock)
+    }
+
+    fn from_parsed(
+        text: String,
+        ast: crate::syntax::ast::File,
+        parse_diagnostics: Vec<Diagnostic>,
+        source: &dyn PackSource,
+        lock: Option<&Lockfile>,
+    ) -> Self {
+        let (checked, dependencies) =
+            crate::check::check_parsed_with(ast, parse_diagnostics.clone(), source, lock);
         let imports = dependencies
             .into_iter()
             .map(|d| ResolvedImport {
@@ -108,6 +140,7 @@ impl Analysis {
             .collect();
         let mut analysis = Self::from_checked(text, checked);
         analysis.imports = imports;
+        analysis.parse_diagnostics = parse_diagnostics;
         analysis
     }
 
@@ -138,6 +171,7 @@ impl Analysis {
             checked,
             occurrences,
             imports: Vec::new(),
+            parse_diagnostics: Vec::new(),
         }
     }
 

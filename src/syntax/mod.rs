@@ -4,7 +4,8 @@
 
 pub mod ast;
 mod parser;
+mod shift;
 pub mod strings;
 pub mod template;
 
-pub use parser::{doc_above, parse, skip_string, ITEM_KEYWORDS};
+pub use parser::{doc_above, parse, reparse, skip_string, ITEM_KEYWORDS};

@@ -43,6 +43,142 @@ pub fn parse(source: &str) -> (File, Vec<Diagnostic>) {
     (file, diags)
 }
 
+/// Parses `new` given the parse of `old`, the text before an edit: the items before
+/// the edit are kept, the items after it are moved, and only what lies between is
+/// parsed again. Equal to `parse(new)` (a test holds it to that on random edits);
+/// `None` when the edit needs a whole parse (it touches the header, or adds one).
+pub fn reparse(
+    old: &str,
+    old_file: &File,
+    old_diags: &[Diagnostic],
+    new: &str,
+) -> Option<(File, Vec<Diagnostic>)> {
+    use super::shift::Shift;
+    // The edit: what lies between the common prefix and the common suffix.
+    let prefix = common_prefix(old, new);
+    let suffix = common_suffix(&old[prefix..], &new[prefix..]);
+    let (start, old_end, new_end) = (prefix, old.len() - suffix, new.len() - suffix);
+    let delta = new_end as isize - old_end as isize;
+    let header = old_file.header.as_ref()?;
+    if start <= header.span.end {
+        return None;
+    }
+    let items = &old_file.items;
+    // The item whose text holds the start of the edit: each item owns the text from
+    // its start to the next item's (its trailing comments, the next one's doc; a
+    // span can end in the whitespace before the next item, so an edit right at an
+    // item's start belongs to the one before).
+    let first = items
+        .iter()
+        .rposition(|it| it.span.start < start)
+        .unwrap_or(0);
+    // A broken item that cannot recover inside unbalanced braces looks past the next
+    // item for where to resume, so text after the edit can change it.
+    if items[..first]
+        .iter()
+        .any(|it| matches!(it.kind, ItemKind::Broken(_)))
+    {
+        return None;
+    }
+    let from = match first {
+        0 => header.span.end,
+        k => items[k].span.start,
+    };
+    // Old items that can be kept after the edit: they, and the item before them
+    // (whose text holds their doc comment), start after it.
+    let resumable = |old_pos: usize| -> Option<usize> {
+        let j = items
+            .binary_search_by_key(&old_pos, |it| it.span.start)
+            .ok()?;
+        let whole = !matches!(items[j].kind, ItemKind::Broken(_));
+        (j > first && whole && items[j - 1].span.start >= old_end).then_some(j)
+    };
+    let mut p = Driver {
+        source: new,
+        diags: Vec::new(),
+    };
+    let begin = p.skip_trivia(from);
+    // Recovering from a syntax error may look past the next item for where to go on
+    // (inside unbalanced braces, up to the end of the file): with one before the
+    // edit, what comes after the edit can change the parse before it.
+    if old_diags.iter().any(|d| d.span.start < begin) {
+        return None;
+    }
+    let mut reparsed = Vec::new();
+    let mut pos = begin;
+    let resume = loop {
+        if pos >= new.len() {
+            break None;
+        }
+        if pos >= new_end {
+            if let Some(j) = resumable(pos.checked_add_signed(-delta)?) {
+                break Some(j);
+            }
+        }
+        if starts_with_word(&new[pos..], "pack") {
+            return None;
+        }
+        pos = p.item_at(pos, &mut reparsed);
+    };
+    if nesting_guard(new.get(begin..pos)?).is_some() {
+        return None;
+    }
+    let mut file = File {
+        header: old_file.header.clone(),
+        items: items[..first].to_vec(),
+    };
+    file.items.extend(reparsed);
+    let mut diags: Vec<Diagnostic> = old_diags
+        .iter()
+        .filter(|d| d.span.start < begin.min(start))
+        .cloned()
+        .collect();
+    diags.extend(p.diags);
+    if let Some(j) = resume {
+        let resume_old = items[j].span.start;
+        for it in &items[j..] {
+            let mut it = it.clone();
+            it.shift(delta);
+            file.items.push(it);
+        }
+        // A diagnostic exactly at the resumed item's keyword belongs to the item
+        // before it (which ran into that keyword): an item that parsed (resumption
+        // is only at those) cannot fail at its start.
+        for d in old_diags.iter().filter(|d| d.span.start > resume_old) {
+            let mut d = d.clone();
+            d.shift(delta);
+            diags.push(d);
+        }
+    }
+    diags.sort_by_key(|d| d.span.start);
+    Some((file, diags))
+}
+
+/// The length of the longest common prefix, on a character boundary.
+fn common_prefix(a: &str, b: &str) -> usize {
+    let n = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    let mut n = n.min(a.len()).min(b.len());
+    while !a.is_char_boundary(n) || !b.is_char_boundary(n) {
+        n -= 1;
+    }
+    n
+}
+
+/// The length of the longest common suffix, on a character boundary.
+fn common_suffix(a: &str, b: &str) -> usize {
+    let n = a
+        .bytes()
+        .rev()
+        .zip(b.bytes().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let mut n = n.min(a.len()).min(b.len());
+    while !a.is_char_boundary(a.len() - n) || !b.is_char_boundary(b.len() - n) {
+        n -= 1;
+    }
+    n
+}
+
 struct Driver<'s> {
     source: &'s str,
     diags: Vec<Diagnostic>,
@@ -99,22 +235,28 @@ impl<'s> Driver<'s> {
                         .with_help("a file starts with `pack \"scope/name\" version \"X.Y.Z\"`"),
                 );
             }
-            match self.parse_rule(Rule::item, pos) {
-                Ok((pair, end)) => {
-                    if let Some(item) = self.item(pair) {
-                        items.push(item);
-                    }
-                    pos = self.skip_trivia(end);
-                }
-                Err(error_at) => {
-                    if let Some(item) = self.broken_item(pos) {
-                        items.push(item);
-                    }
-                    pos = self.recover(pos, error_at);
-                }
-            }
+            pos = self.item_at(pos, &mut items);
         }
         File { header, items }
+    }
+
+    /// Parses the item at `pos` (a broken one on a syntax error) and returns where
+    /// the next one starts.
+    fn item_at(&mut self, pos: usize, items: &mut Vec<Item>) -> usize {
+        match self.parse_rule(Rule::item, pos) {
+            Ok((pair, end)) => {
+                if let Some(item) = self.item(pair) {
+                    items.push(item);
+                }
+                self.skip_trivia(end)
+            }
+            Err(error_at) => {
+                if let Some(item) = self.broken_item(pos) {
+                    items.push(item);
+                }
+                self.recover(pos, error_at)
+            }
+        }
     }
 
     /// Parses `rule` at `pos`. On failure reports E0001 and returns the error offset.

@@ -1,0 +1,104 @@
+//! Incremental parsing is exact: after any edit, reparsing from the old parse gives
+//! the same tree and diagnostics as parsing the new text from scratch.
+
+use std::path::Path;
+
+use proptest::prelude::*;
+
+fn corpus() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut texts = Vec::new();
+    for name in ["support", "coding", "triage"] {
+        texts.push(
+            std::fs::read_to_string(root.join(format!("packs/{name}/{name}.ctxpack"))).unwrap(),
+        );
+    }
+    let mut fixtures: Vec<_> = std::fs::read_dir(root.join("tests/fixtures/err"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "ctxpack"))
+        .collect();
+    fixtures.sort();
+    for f in fixtures.iter().step_by(4) {
+        texts.push(std::fs::read_to_string(f).unwrap());
+    }
+    texts
+}
+
+const SNIPPETS: &[&str] = &[
+    "x",
+    "",
+    "\n",
+    " ",
+    "}",
+    "{",
+    "\"",
+    "///",
+    "// c\n",
+    "tool t {\n  kind read\n}\n",
+    "policy p {\n  when true\n  instruct \"i\"\n}\n",
+    "intent",
+    "pack \"a/b\" version \"1.0.0\"\n",
+    "when ctx.a == 1",
+    "\"\"\"",
+    "é",
+    "😀",
+    "(",
+    ")",
+    "and",
+    "= ",
+];
+
+fn snap_to_boundary(text: &str, mut at: usize) -> usize {
+    at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 600, .. ProptestConfig::default() })]
+
+    #[test]
+    fn reparse_equals_parse(doc in 0usize..64, at in 0usize..100_000, len in 0usize..40, snippet in 0..SNIPPETS.len(), edits in 1usize..4) {
+        let corpus = corpus();
+        let mut text = corpus[doc % corpus.len()].clone();
+        let (mut file, mut diags) = ctxpack::syntax::parse(&text);
+        for k in 0..edits {
+            let a = snap_to_boundary(&text, (at * (k + 1)) % (text.len() + 1));
+            let b = snap_to_boundary(&text, a + len);
+            let mut new = text.clone();
+            new.replace_range(a..b, SNIPPETS[(snippet + k) % SNIPPETS.len()]);
+            let fresh = ctxpack::syntax::parse(&new);
+            if let Some((f, d)) = ctxpack::syntax::reparse(&text, &file, &diags, &new) {
+                prop_assert_eq!(&f, &fresh.0, "tree differs after replacing {}..{}", a, b);
+                prop_assert_eq!(&d, &fresh.1, "diagnostics differ after replacing {}..{}", a, b);
+            }
+            text = new;
+            (file, diags) = fresh;
+        }
+    }
+}
+
+/// Most edits inside an item are reparsed, not refused.
+#[test]
+fn edits_inside_items_are_incremental() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("packs/support/support.ctxpack"),
+    )
+    .unwrap();
+    let (file, diags) = ctxpack::syntax::parse(&text);
+    let (mut incremental, mut edits) = (0, 0);
+    for (i, _) in text.match_indices("description") {
+        edits += 1;
+        let mut new = text.clone();
+        new.insert(i + 13, 'x');
+        if ctxpack::syntax::reparse(&text, &file, &diags, &new).is_some() {
+            incremental += 1;
+        }
+    }
+    assert!(edits > 10);
+    assert_eq!(incremental, edits);
+}
