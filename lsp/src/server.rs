@@ -7,10 +7,10 @@
 //! an analysis ends and the text has changed meanwhile, its result is kept for
 //! queries but not published, and the newest text is analysed next: after a burst of
 //! edits only the last version's diagnostics go out, and never after a newer one's.
-//! Queries that only read (hover, definition, references, completion, symbols) answer
-//! at once from the latest analysis, even while the next one runs; queries that
-//! return edits (formatting, rename, code actions) use the analysis of the current
-//! text, computing it when it is not there yet.
+//! Queries answer about the text the client has sent: when a check of an older text
+//! is running, they wait for the check of the current one (queries about other
+//! documents do not wait). A client that edits and then asks gets an answer about
+//! its edit.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -19,7 +19,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 use ctxpack::diagnostic::{Diagnostic, Severity};
 use ctxpack::ide::{Analysis, CompletionKind, OutlineKind, OutlineSymbol};
 use serde_json::{json, Value};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, Notify};
 use tower_lsp_server::jsonrpc::{Error, Result};
 use tower_lsp_server::ls_types::{self as lsp, *};
 use tower_lsp_server::{Client, LanguageServer};
@@ -42,6 +42,8 @@ struct Inner {
     encoding: OnceLock<Encoding>,
     workspace: RwLock<Workspace>,
     documents: Mutex<HashMap<Uri, Doc>>,
+    /// Wakes the queries waiting for an analysis, each time one is stored.
+    analyzed: Notify,
 }
 
 /// An open document.
@@ -70,6 +72,7 @@ impl Backend {
                     watch: false,
                 }),
                 documents: Mutex::new(HashMap::new()),
+                analyzed: Notify::new(),
             }),
         }
     }
@@ -165,6 +168,7 @@ impl Inner {
             };
             doc.analysis = Arc::clone(&analysis);
             doc.analyzed = Some(version);
+            self.analyzed.notify_waiters();
             if doc.dirty {
                 continue; // superseded: analyse the newest text, publish nothing stale
             }
@@ -178,24 +182,21 @@ impl Inner {
         }
     }
 
-    /// The latest finished analysis (possibly of an older version of the text).
-    async fn latest(&self, uri: &Uri) -> Option<Arc<Analysis>> {
-        let docs = self.documents.lock().await;
-        docs.get(uri).map(|d| Arc::clone(&d.analysis))
-    }
-
-    /// The analysis of the current text, computed now if the latest is older.
-    async fn current(self: &Arc<Self>, uri: &Uri) -> Option<Arc<Analysis>> {
-        let (text, previous) = {
-            let docs = self.documents.lock().await;
-            let doc = docs.get(uri)?;
-            if doc.analyzed == Some(doc.version) {
-                return Some(Arc::clone(&doc.analysis));
+    /// The analysis of the current text: at once when it is there, else when the
+    /// running analysis gets to it. Every query answers for the text the client has
+    /// sent, so a client that edits and then asks gets an answer about its edit.
+    async fn current(&self, uri: &Uri) -> Option<Arc<Analysis>> {
+        loop {
+            let notified = self.analyzed.notified();
+            {
+                let docs = self.documents.lock().await;
+                let doc = docs.get(uri)?;
+                if doc.analyzed == Some(doc.version) {
+                    return Some(Arc::clone(&doc.analysis));
+                }
             }
-            let previous = doc.analyzed.map(|_| Arc::clone(&doc.analysis));
-            (doc.text.clone(), previous)
-        };
-        Some(Arc::new(self.analyze_blocking(uri, text, previous).await))
+            notified.await;
+        }
     }
 
     /// Re-analyses every open document (the registry, a lockfile or the settings
@@ -582,6 +583,8 @@ impl LanguageServer for Backend {
         let uri = params.text_document.uri;
         let mut docs = self.inner.documents.lock().await;
         docs.remove(&uri);
+        // Queries waiting for this document's check now answer nothing.
+        self.inner.analyzed.notify_waiters();
         self.inner
             .client
             .publish_diagnostics(uri, Vec::new(), None)
@@ -633,7 +636,7 @@ impl LanguageServer for Backend {
 
     async fn hover(&self, params: HoverParams) -> Result<Option<Hover>> {
         let p = params.text_document_position_params;
-        let Some(a) = self.inner.latest(&p.text_document.uri).await else {
+        let Some(a) = self.inner.current(&p.text_document.uri).await else {
             return Ok(None);
         };
         let t = self.inner.text(&a);
@@ -654,7 +657,7 @@ impl LanguageServer for Backend {
     ) -> Result<Option<GotoDefinitionResponse>> {
         let p = params.text_document_position_params;
         let uri = p.text_document.uri;
-        let Some(a) = self.inner.latest(&uri).await else {
+        let Some(a) = self.inner.current(&uri).await else {
             return Ok(None);
         };
         let offset = self.inner.text(&a).offset(p.position);
@@ -669,7 +672,7 @@ impl LanguageServer for Backend {
     async fn references(&self, params: ReferenceParams) -> Result<Option<Vec<Location>>> {
         let p = params.text_document_position;
         let uri = p.text_document.uri;
-        let Some(a) = self.inner.latest(&uri).await else {
+        let Some(a) = self.inner.current(&uri).await else {
             return Ok(None);
         };
         let offset = self.inner.text(&a).offset(p.position);
@@ -685,7 +688,7 @@ impl LanguageServer for Backend {
 
     async fn completion(&self, params: CompletionParams) -> Result<Option<CompletionResponse>> {
         let p = params.text_document_position;
-        let Some(a) = self.inner.latest(&p.text_document.uri).await else {
+        let Some(a) = self.inner.current(&p.text_document.uri).await else {
             return Ok(None);
         };
         let t = self.inner.text(&a);
@@ -710,7 +713,7 @@ impl LanguageServer for Backend {
         &self,
         params: DocumentSymbolParams,
     ) -> Result<Option<DocumentSymbolResponse>> {
-        let Some(a) = self.inner.latest(&params.text_document.uri).await else {
+        let Some(a) = self.inner.current(&params.text_document.uri).await else {
             return Ok(None);
         };
         let symbols = guard(|| a.document_symbols())

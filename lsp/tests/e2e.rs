@@ -1123,7 +1123,7 @@ fn a_burst_of_changes_publishes_the_last_version_last() {
         versions.len() < 20,
         "every stale version was published: {versions:?}"
     );
-    // Queries answer while an analysis runs.
+    // A query sent while an analysis runs answers about the newest text.
     c.change_all(&text.replacen("tools ", "tools   ", 1), 22);
     let start = Instant::now();
     c.at("textDocument/hover", 0, 6, json!({}));
@@ -1166,5 +1166,39 @@ fn rename_reaches_raw_json_and_refuses_what_would_break() {
     );
     let message = refused["error"]["message"].as_str().unwrap_or("");
     assert!(message.contains("W0502"), "{refused:#}");
+    c.shutdown();
+}
+
+/// A client that edits and asks at once (without waiting for diagnostics) gets an
+/// answer about the text it sent.
+#[test]
+fn queries_right_after_an_edit_see_the_edit() {
+    let mut c = Client::start(&[]);
+    c.initialize(None);
+    c.open(CLEAN, 1);
+    let (line, col, _) = position(CLEAN, "lookup_order", 1);
+    let hover = c.at("textDocument/hover", line, col + 2, json!({}));
+    assert!(
+        hover["contents"]["value"]
+            .as_str()
+            .unwrap_or("")
+            .contains("**tool** `lookup_order`"),
+        "{hover:#}"
+    );
+    // Ten lines inserted above: the same name is now ten lines lower.
+    let edited = CLEAN.replacen(
+        "/// Looks an order up.",
+        &format!("{}/// Looks an order up.", "// pad\n".repeat(10)),
+        1,
+    );
+    c.change_all(&edited, 2);
+    let (line, col, _) = position(&edited, "lookup_order", 1);
+    let definition = c.at("textDocument/definition", line, col + 2, json!({}));
+    let (def_line, _, _) = position(&edited, "lookup_order", 0);
+    assert_eq!(
+        definition[0]["range"]["start"]["line"],
+        json!(def_line),
+        "{definition:#}"
+    );
     c.shutdown();
 }
