@@ -77,7 +77,10 @@ fn read_source(path: &Path) -> Result<String, BuildError> {
 /// Checks and lowers the pack at `path`, resolving imports per `options`.
 pub fn build_file(path: &Path, options: &BuildOptions) -> Result<Built, BuildError> {
     let source = read_source(path)?;
-    let registry = Registry::from_env_or(options.registry.as_deref());
+    // Imports are held to the trust policy beside the pack, else the current one.
+    let beside = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let registry = Registry::from_env_or(options.registry.as_deref())
+        .with_trust(crate::signing::TrustPolicy::discover(None, beside));
     let lock_path = Lockfile::path_for(path);
     let lock = Lockfile::read(&lock_path).map_err(BuildError::Unreadable)?;
     let built = build_source_with(&files::display(path), source, &registry, lock.as_ref())?;

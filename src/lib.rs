@@ -33,6 +33,7 @@ pub mod lower;
 pub mod registry;
 pub mod runtime;
 pub mod session;
+pub mod signing;
 pub mod source;
 pub mod span;
 pub mod syntax;

@@ -126,6 +126,17 @@ enum Command {
         after_help = "Examples:\n  ctxpack init\n  ctxpack init agents/support --name acme/support-agent"
     )]
     Init(commands::init::InitArgs),
+    /// Write a minisign key pair for signing packs: KEY and KEY.pub.
+    ///
+    /// The secret key is encrypted with `CTXPACK_KEY_PASSWORD` unless `--unencrypted`.
+    /// Never overwrites. The format is the `minisign` tool's.
+    Keygen(commands::sign::KeygenArgs),
+    /// Sign a published version (`scope/name@version`) or an artifact file.
+    ///
+    /// The signature covers the canonical bytes, and its trusted comment names the pack,
+    /// version and hash. Packs whose scope a trust policy (`ctxpack.trust.toml`)
+    /// covers load only with a valid signature by one of its keys.
+    Sign(commands::sign::SignArgs),
     /// Print a shell completion script for ctxpack.
     #[command(
         after_help = "Examples:\n  ctxpack completions bash > ~/.local/share/bash-completion/completions/ctxpack\n  ctxpack completions zsh > ~/.zfunc/_ctxpack\n  ctxpack completions fish > ~/.config/fish/completions/ctxpack.fish"
@@ -186,6 +197,8 @@ fn main() {
         Command::Serve(args) => commands::serve::run(args),
         Command::Session(args) => commands::session::run(args),
         Command::Init(args) => commands::init::run(args),
+        Command::Keygen(args) => commands::sign::keygen(args),
+        Command::Sign(args) => commands::sign::sign(args),
         Command::Completions { shell } => {
             clap_complete::generate(
                 *shell,

@@ -71,7 +71,11 @@ impl Workspace {
 
 impl Resolution {
     pub fn registry(&self) -> Registry {
-        Registry::open(&self.registry)
+        // Held to the trust policy at the root (or `$CTXPACK_TRUST`), as `check` is.
+        Registry::open(&self.registry).with_trust(ctxpack::signing::TrustPolicy::discover(
+            None,
+            Some(&self.root),
+        ))
     }
 
     /// The lockfile, if there is a readable one.

@@ -83,7 +83,10 @@ impl Service {
     pub fn new(config: Config) -> Arc<Service> {
         let capacity = NonZeroUsize::new(config.cache_size.max(1)).unwrap_or(NonZeroUsize::MIN);
         Arc::new(Service {
-            registry: Registry::open(&config.registry),
+            // Held to the trust policy of `$CTXPACK_TRUST` or `./ctxpack.trust.toml`:
+            // a pack whose signature fails is never prepared, so never cached.
+            registry: Registry::open(&config.registry)
+                .with_trust(ctxpack::signing::TrustPolicy::discover(None, None)),
             cache: Mutex::new(lru::LruCache::new(capacity)),
             loading: Mutex::new(Default::default()),
             permits: Arc::new(Semaphore::new(config.max_concurrency)),

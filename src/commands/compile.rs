@@ -266,6 +266,7 @@ pub fn load_pack(pack: &str, registry: &Registry) -> Result<Artifact, CliError> 
                 let kind = match &e {
                     RegistryError::Unpinned(_) => "unpinned_pack",
                     RegistryError::MalformedRef { .. } => "invalid_pack_reference",
+                    RegistryError::Signature(_) | RegistryError::TrustPolicy(_) => e.kind(),
                     e if e.exit_code() == 3 => "unreadable_input",
                     _ => "invalid_artifact",
                 };
@@ -274,13 +275,22 @@ pub fn load_pack(pack: &str, registry: &Registry) -> Result<Artifact, CliError> 
     }
     let bytes = crate::source::read_bytes(path)
         .map_err(|message| CliError::new("unreadable_input", 3, message))?;
-    verify_bytes(&bytes).map_err(|e| {
+    let artifact = verify_bytes(&bytes).map_err(|e| {
         CliError::new(
             e.kind(),
             e.exit_code(),
             format!("`{}`: {e}", path.display()),
         )
-    })
+    })?;
+    // A file is held to the trust policy like a registry load (standard input has no
+    // signature beside it, so a covered pack read from it is refused).
+    let hash = artifact.hash.as_deref().unwrap_or_default();
+    crate::signing::check_artifact_file(path, &artifact.name, &artifact.version, hash, &bytes)
+        .map_err(|(kind, message)| {
+            let code = if kind == "unreadable_input" { 3 } else { 4 };
+            CliError::new(kind, code, message)
+        })?;
+    Ok(artifact)
 }
 
 /// The human summary printed by `--explain`: who asked for what first (the run's

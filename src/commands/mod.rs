@@ -15,6 +15,7 @@ pub mod publish;
 pub mod serve;
 pub mod session;
 pub mod sibling;
+pub mod sign;
 pub mod test;
 pub mod verify;
 pub mod versions;

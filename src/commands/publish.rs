@@ -14,6 +14,10 @@ pub struct PublishArgs {
     /// The registry directory [default: $CTXPACK_REGISTRY, else .ctxpack/registry].
     #[arg(long, value_name = "DIR")]
     pub registry: Option<PathBuf>,
+    /// Sign the published version with this minisign secret key (the password, for an
+    /// encrypted key, from `CTXPACK_KEY_PASSWORD`); the signature is stored beside it.
+    #[arg(long, value_name = "KEY")]
+    pub sign: Option<PathBuf>,
     /// Print failures as one JSON object on stderr.
     #[arg(long)]
     pub json_errors: bool,
@@ -39,14 +43,26 @@ fn execute(args: &PublishArgs) -> Result<(), CliError> {
         };
         let built = crate::build::build_file(&args.artifact, &options)
             .map_err(super::build::build_error)?;
-        return report(registry.publish(&built.artifact));
+        return report(
+            registry.publish(&built.artifact),
+            &registry,
+            args.sign.as_deref(),
+        );
     }
     let bytes = crate::source::read_bytes(&args.artifact)
         .map_err(|message| CliError::new("unreadable_input", exit::UNREADABLE, message))?;
-    report(registry.publish_bytes(&bytes))
+    report(
+        registry.publish_bytes(&bytes),
+        &registry,
+        args.sign.as_deref(),
+    )
 }
 
-fn report(result: Result<Publication, RegistryError>) -> Result<(), CliError> {
+fn report(
+    result: Result<Publication, RegistryError>,
+    registry: &Registry,
+    key: Option<&std::path::Path>,
+) -> Result<(), CliError> {
     let p = result.map_err(|e| registry_error(&e))?;
     match p.outcome {
         PublishOutcome::Published => {
@@ -58,6 +74,24 @@ fn report(result: Result<Publication, RegistryError>) -> Result<(), CliError> {
                 p.pack, p.hash
             )
         }
+    }
+    if let Some(key) = key {
+        let bytes = std::fs::read(&p.path).map_err(|e| {
+            CliError::new(
+                "io_error",
+                exit::UNREADABLE,
+                format!("cannot read `{}`: {e}", p.path.display()),
+            )
+        })?;
+        let signature = super::sign::signature_of(key, &bytes)?;
+        registry
+            .store_signature(&p.pack, &signature)
+            .map_err(|e| registry_error(&e))?;
+        println!(
+            "signed {} -> {}",
+            p.pack,
+            registry.signature_path(&p.pack).display()
+        );
     }
     Ok(())
 }

@@ -19,6 +19,7 @@
 mod fs;
 mod pack_ref;
 
+use crate::signing::TrustPolicy;
 use std::path::{Path, PathBuf};
 
 use semver::Version;
@@ -71,6 +72,12 @@ pub enum RegistryError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A trust policy covers the pack's scope and its signature does not satisfy it.
+    #[error("{0}")]
+    Signature(#[from] crate::signing::SignatureError),
+    /// The trust policy in force cannot be read: nothing is loaded without it.
+    #[error("{0}")]
+    TrustPolicy(String),
 }
 
 /// For a registry directory that does not exist: how to name another one.
@@ -95,7 +102,9 @@ impl RegistryError {
             | RegistryError::MalformedRef { .. }
             | RegistryError::Unpublishable(_)
             | RegistryError::VersionConflict { .. }
-            | RegistryError::Corrupt { .. } => 4,
+            | RegistryError::Corrupt { .. }
+            | RegistryError::Signature(_)
+            | RegistryError::TrustPolicy(_) => 4,
         }
     }
 
@@ -110,6 +119,8 @@ impl RegistryError {
             RegistryError::NotFound { .. } => "not_found",
             RegistryError::Corrupt { .. } => "corrupt_registry",
             RegistryError::Io { .. } => "io_error",
+            RegistryError::Signature(e) => e.kind,
+            RegistryError::TrustPolicy(_) => "invalid_trust_policy",
         }
     }
 }
@@ -168,18 +179,89 @@ impl Index {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Registry {
     root: PathBuf,
+    /// The trust policy loads are held to: none, one, or one that could not be read
+    /// (then every load fails).
+    trust: Option<Result<std::sync::Arc<TrustPolicy>, String>>,
 }
 
 impl Registry {
+    /// A registry without a trust policy.
     pub fn open(root: impl Into<PathBuf>) -> Registry {
-        Registry { root: root.into() }
+        Registry {
+            root: root.into(),
+            trust: None,
+        }
     }
 
     /// The registry a command should use: `--registry DIR` if given, else
     /// `CTXPACK_REGISTRY` if set and not empty, else `.ctxpack/registry` relative to
-    /// the current directory.
+    /// the current directory; held to the trust policy of `$CTXPACK_TRUST` or
+    /// `./ctxpack.trust.toml` when there is one.
     pub fn from_env_or(dir_flag: Option<&Path>) -> Registry {
         Registry::open(resolve_root(dir_flag, std::env::var_os(REGISTRY_ENV)))
+            .with_trust(TrustPolicy::discover(None, None))
+    }
+
+    /// Holds loads to a trust policy (or to the error reading one).
+    pub fn with_trust(mut self, trust: Result<Option<TrustPolicy>, String>) -> Registry {
+        self.trust = match trust {
+            Ok(None) => None,
+            Ok(Some(policy)) => Some(Ok(std::sync::Arc::new(policy))),
+            Err(e) => Some(Err(e)),
+        };
+        self
+    }
+
+    /// Where the signature of `pack` is (or would be) stored.
+    pub fn signature_path(&self, pack: &PackRef) -> PathBuf {
+        let mut name = self.path_of(pack).into_os_string();
+        name.push(crate::signing::SIGNATURE_SUFFIX);
+        PathBuf::from(name)
+    }
+
+    /// Stores a signature of a published version (replacing an older one, as when a
+    /// key is rotated).
+    pub fn store_signature(&self, pack: &PackRef, signature: &str) -> Result<(), RegistryError> {
+        let path = self.signature_path(pack);
+        let dir = self.pack_dir(&pack.name);
+        let file_name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        fs::write_atomic(&dir, &file_name, signature.as_bytes()).map_err(io_err("write", &path))
+    }
+
+    /// Checks a loaded artifact against the trust policy.
+    fn check_trust(
+        &self,
+        pack: &PackRef,
+        artifact: &Artifact,
+        bytes: &[u8],
+    ) -> Result<(), RegistryError> {
+        let Some(trust) = &self.trust else {
+            return Ok(());
+        };
+        let policy = trust
+            .as_ref()
+            .map_err(|e| RegistryError::TrustPolicy(e.clone()))?;
+        if !policy.covers(pack.name.scope()) {
+            return Ok(());
+        }
+        let path = self.signature_path(pack);
+        let signature = match std::fs::read_to_string(&path) {
+            Ok(text) => Some(text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(io_err("read", &path)(e)),
+        };
+        let hash = artifact.hash.as_deref().unwrap_or_default();
+        policy.check(
+            &artifact.name,
+            &artifact.version,
+            hash,
+            bytes,
+            signature.as_deref(),
+        )?;
+        Ok(())
     }
 
     pub fn root(&self) -> &Path {
@@ -319,6 +401,7 @@ impl Registry {
                 }
             }
         }
+        self.check_trust(pack, &artifact, &bytes)?;
         Ok(artifact)
     }
 
