@@ -245,6 +245,7 @@ fn pack() -> Artifact {
             doc: None,
             provenance: PROV.into(),
         }],
+        session: None,
         hash: None,
     }
 }

@@ -138,6 +138,7 @@ fn artifact(c: &Case) -> Artifact {
             doc: None,
             provenance: "a/b@1.0.0".into(),
         }],
+        session: None,
         hash: None,
     }
 }

@@ -212,6 +212,12 @@ const REFUSED: &[(&str, Refusal)] = &[
     ("no_fallback_unknown_intent", Refusal::BeyondTheSchema),
     ("bucket_tokens_over_available", Refusal::BeyondTheSchema),
     ("duplicate_evidence_ids_rejected", Refusal::BeyondTheSchema),
+    ("session_state_malformed_rejected", Refusal::Shape),
+    // Whether a pack takes a session state is the pack's own declaration.
+    (
+        "session_state_refused_without_directives",
+        Refusal::BeyondTheSchema,
+    ),
 ];
 
 fn case_inputs(case: &Value) -> Vec<(&'static str, &Value)> {

@@ -128,6 +128,7 @@ pub fn load(evidence_count: usize) -> Option<Workload> {
         redactors: vec![],
         policies,
         blocks: vec![],
+        session: None,
         hash: None,
     };
 

@@ -26,7 +26,7 @@ impl Packs {
     fn new() -> Packs {
         let dir = tempfile::tempdir().unwrap();
         let registry = Registry::open(dir.path().join("registry"));
-        for name in ["shop", "strict"] {
+        for name in ["shop", "strict", "session"] {
             let source = repo(&format!("tests/conformance/packs/{name}.ctxpack"));
             let built = ctxpack::build::build_file(&source, &Default::default()).unwrap();
             std::fs::write(

@@ -50,8 +50,22 @@ pub struct Artifact {
     pub policies: Vec<Policy>,
     /// Static blocks sorted by name.
     pub blocks: Vec<Block>,
+    /// Present when the pack declares `session directives`; absent otherwise (so the
+    /// bytes of packs without it are unchanged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<Session>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hash: Option<String>,
+}
+
+/// What `session directives` turns on: the request may carry `session_state`, the
+/// compile steps it with the message, renders it as trusted text and exposes it to
+/// conditions and templates as `session.*`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Session {
+    /// Always `true`: the form leaves room for options.
+    pub directives: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -42,6 +42,8 @@ fails its case, naming the key and its line):
   contains           [texts]: substrings the prompt must contain
   not_contains       [texts]: substrings the prompt must not contain
   diagnostics        [codes]: the exact set of runtime diagnostic codes (R0201, ...)
+  directive          kind: the session decision (no_directive, update, error)
+  session_state      {premise, policies, version}: the session state after the step
   error              kind: the compile fails with this kind (invalid_input, unknown_intent,
                      policy_eval_error, budget_exhausted, overflow_error, ...); alone
 

@@ -268,7 +268,7 @@ impl<'t, 's> Printer<'t, 's> {
                     self.sp()?;
                 }
             }
-            "description" => self.sp()?,
+            "description" | "session" => self.sp()?,
             "prompt" => {
                 self.sp()?;
                 self.sp()?;

@@ -53,6 +53,16 @@ enum Block {
 
 use crate::syntax::ITEM_KEYWORDS;
 const TOOL_KEYWORDS: &[&str] = &["description", "kind", "risk", "approval", "input"];
+/// The word that follows a top-level item's head: `(keyword, how many tokens back it
+/// is, what follows)` — `intent NAME fallback`, `block NAME in`, `redactor NAME
+/// pattern`, `session directives`.
+const FOLLOWERS: &[(&str, usize, &[&str])] = &[
+    ("intent", 2, &["fallback"]),
+    ("block", 2, &["in"]),
+    ("redactor", 2, &["pattern"]),
+    ("session", 1, &["directives"]),
+];
+
 const INTENT_KEYWORDS: &[&str] = &["description", "safety", "tools", "task", "budget"];
 const POLICY_KEYWORDS: &[&str] = &[
     "when",
@@ -151,6 +161,12 @@ impl Ctx<'_> {
             let ty = resolve(pack, path).map(|r| r.ty.describe());
             self.push(path, CompletionKind::Builtin, ty);
         }
+        if pack.session.is_some() {
+            for path in crate::ir::scope::SESSION_PATHS {
+                let ty = resolve(pack, path).map(|r| r.ty.describe());
+                self.push(path, CompletionKind::Builtin, ty);
+            }
+        }
     }
 
     fn expression(&mut self) {
@@ -201,9 +217,8 @@ impl Ctx<'_> {
     }
 }
 
-pub(super) fn complete(a: &Analysis, offset: usize) -> Vec<CompletionItem> {
-    let text = a.text();
-    let offset = clamp_to_char_boundary(text, offset);
+/// Where the word (a name or a dotted path) that ends at `offset` starts.
+fn word_start(text: &str, offset: usize) -> usize {
     let bytes = text.as_bytes();
     let mut start = offset;
     while start > 0
@@ -211,6 +226,13 @@ pub(super) fn complete(a: &Analysis, offset: usize) -> Vec<CompletionItem> {
     {
         start -= 1;
     }
+    start
+}
+
+pub(super) fn complete(a: &Analysis, offset: usize) -> Vec<CompletionItem> {
+    let text = a.text();
+    let offset = clamp_to_char_boundary(text, offset);
+    let start = word_start(text, offset);
     let prefix = &text[start..offset];
     let mut ctx = Ctx {
         analysis: a,
@@ -237,7 +259,10 @@ pub(super) fn complete(a: &Analysis, offset: usize) -> Vec<CompletionItem> {
         .next()
         .is_some_and(|l| l.trim().is_empty());
 
-    if prefix.starts_with("ctx.") || prefix.starts_with("request.") || prefix.starts_with("run.") {
+    if ["ctx.", "request.", "run.", "session."]
+        .iter()
+        .any(|p| prefix.starts_with(p))
+    {
         ctx.paths();
         return ctx.items;
     }
@@ -294,12 +319,14 @@ pub(super) fn complete(a: &Analysis, offset: usize) -> Vec<CompletionItem> {
         Block::Top => {
             if prev == "in" && tok(3).is_some_and(|t| t.is("block")) {
                 ctx.names(SymbolKind::Bucket, CompletionKind::Bucket);
-            } else if prev2 == "intent" {
-                ctx.words(&["fallback"], CompletionKind::Keyword);
-            } else if prev2 == "block" {
-                ctx.words(&["in"], CompletionKind::Keyword);
-            } else if prev2 == "redactor" {
-                ctx.words(&["pattern"], CompletionKind::Keyword);
+            } else if let Some((_, _, next)) = FOLLOWERS.iter().find(|(word, back, _)| {
+                if *back == 1 {
+                    prev == *word
+                } else {
+                    prev2 == *word
+                }
+            }) {
+                ctx.words(next, CompletionKind::Keyword);
             } else if prev2 == "policy"
                 || (prev2 == "priority" && tok(4).is_some_and(|t| t.is("policy")))
             {

@@ -88,6 +88,12 @@ pub(super) fn outline(a: &Analysis) -> Vec<OutlineSymbol> {
             ItemKind::Description(_) => {
                 leaf("description".into(), OutlineKind::Description, span, kw)
             }
+            ItemKind::Session(_) => leaf(
+                "session directives".into(),
+                OutlineKind::Description,
+                span,
+                kw,
+            ),
             ItemKind::Context(fields) => {
                 let mut s = leaf("context".into(), OutlineKind::Context, span, kw);
                 s.children = fields

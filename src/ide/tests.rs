@@ -233,6 +233,10 @@ fn completions() {
     let c = |s: &str| complete_at(&format!("{head}{s}"));
     assert!(c("|").contains(&"tool".to_owned()));
     assert!(c("tool x {\n  |\n}").contains(&"approval".to_owned()));
+    assert!(c("\n|").contains(&"session".to_owned()));
+    assert!(c("session |").contains(&"directives".to_owned()));
+    assert!(c("session directives\npolicy p { when |").contains(&"session.prohibit".to_owned()));
+    assert!(!c("policy p { when |").contains(&"session.prohibit".to_owned()));
     assert!(c("tool x {\n  approval |\n}").contains(&"confirm".to_owned()));
     assert!(c("tool x {\n  risk |").contains(&"critical".to_owned()));
     assert!(c("intent i { safety |").contains(&"supervised".to_owned()));

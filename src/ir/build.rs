@@ -67,6 +67,7 @@ struct Builder {
 #[derive(Default)]
 struct Seen {
     description: Option<Span>,
+    session: Option<Span>,
     system: Option<Span>,
     developer: Option<Span>,
     budget: Option<Span>,
@@ -156,6 +157,13 @@ impl Builder {
                 ItemKind::Policy(p) => self.declare_named(SymbolKind::Policy, &p.name),
                 ItemKind::Redactor(r) => self.declare_named(SymbolKind::Redactor, &r.name),
                 ItemKind::Block(bl) => self.declare_named(SymbolKind::Block, &bl.name),
+                // Declared up front: conditions and templates anywhere may read
+                // `session.*`.
+                ItemKind::Session(directives)
+                    if self.pack.session.is_none() && !self.pack.library =>
+                {
+                    self.pack.session = Some(item.keyword.to(*directives));
+                }
                 // A second budget is E0105; its buckets are not declared, so that one
                 // mistake does not also report every bucket as a duplicate.
                 ItemKind::Budget(budget) if !seen_budget => {
@@ -480,6 +488,11 @@ impl Builder {
             }
             ItemKind::Prompt(p) => self.prompt(item, p, seen, out),
             ItemKind::Budget(b) => self.budget(item, b, seen, out),
+            ItemKind::Session(_) => {
+                if !self.library_forbids(item, "`session directives`") {
+                    self.singleton(&mut seen.session, item.keyword, "`session directives`");
+                }
+            }
             // A second definition was reported (E0101); checking its body too
             // would report the first mistake again in other words (E0401, ...).
             ItemKind::Tool(t) if self.is_first(SymbolKind::Tool, &t.name) => {

@@ -129,13 +129,20 @@ impl Checker<'_> {
         let candidates = all_paths(self.pack);
         let mut d = Diagnostic::new("E0201", span, format!("unknown field path `{path}`"))
             .with_label("no such field");
-        if let Some(best) = nearest(path, candidates.iter().map(String::as_str)) {
+        let session = crate::ir::scope::SESSION_PATHS.contains(&path);
+        if session && self.pack.session.is_none() {
+            d = d.with_help(
+                "`session.*` paths exist in packs that declare `session directives` (an item of its own)",
+            );
+        } else if let Some(best) = nearest(path, candidates.iter().map(String::as_str)) {
             d = d.with_suggestion(span, best);
         } else if !path.starts_with("ctx.")
             && !path.starts_with("request.")
             && !path.starts_with("run.")
         {
-            d = d.with_help("paths start with `ctx.` (the pack's context), `request.` or `run.`");
+            d = d.with_help(
+                "paths start with `ctx.` (the pack's context), `request.`, `run.` or `session.`",
+            );
         } else {
             d = d.with_help("declare the field in a `context { ... }` block");
         }

@@ -86,6 +86,9 @@ pub struct Pack {
     pub blocks: Vec<BlockIr>,
     /// Names of items whose body failed to parse: declared, but not checked further.
     pub broken: Vec<Definition>,
+    /// `session directives`: the pack keeps the user's standing constraints as
+    /// session state (`session.premise`, `session.use`, `session.prohibit`).
+    pub session: Option<Span>,
     /// Second (and later) definitions of a name, reported as E0101: still
     /// declarations of that name for the editor (a rename renames them too).
     pub duplicates: Vec<Definition>,

@@ -46,7 +46,11 @@ pub struct Resolved {
     pub field: Option<String>,
 }
 
-/// Resolves a full path (`ctx.user.tier`, `request.locale`).
+/// The paths a pack with `session directives` may read.
+pub const SESSION_PATHS: &[&str] = &["session.premise", "session.use", "session.prohibit"];
+
+/// Resolves a full path (`ctx.user.tier`, `request.locale`, and with `session
+/// directives`, `session.premise`, `session.use`, `session.prohibit`).
 pub fn resolve(pack: &Pack, path: &str) -> Option<Resolved> {
     if let Some(rest) = path.strip_prefix("ctx.") {
         return pack.field(rest).map(|f| Resolved {
@@ -54,6 +58,20 @@ pub fn resolve(pack: &Pack, path: &str) -> Option<Resolved> {
             optional: f.optional,
             field: Some(rest.to_owned()),
         });
+    }
+    if pack.session.is_some() {
+        let session = match path {
+            "session.premise" => Some((Ty::String, true)),
+            "session.use" | "session.prohibit" => Some((Ty::List(Box::new(Ty::String)), false)),
+            _ => None,
+        };
+        if let Some((ty, optional)) = session {
+            return Some(Resolved {
+                ty,
+                optional,
+                field: None,
+            });
+        }
     }
     BUILTINS
         .iter()
@@ -73,5 +91,8 @@ pub fn all_paths(pack: &Pack) -> Vec<String> {
         .map(|f| format!("ctx.{}", f.path))
         .collect();
     paths.extend(BUILTINS.iter().map(|(p, _, _)| (*p).to_owned()));
+    if pack.session.is_some() {
+        paths.extend(SESSION_PATHS.iter().map(|p| (*p).to_owned()));
+    }
     paths
 }

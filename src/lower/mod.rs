@@ -43,6 +43,9 @@ pub fn lower(pack: &Pack, dependencies: Vec<Dependency>) -> Artifact {
         redactors: redactors(pack, &origin),
         policies: policies(pack, &origin),
         blocks: blocks(pack, &origin),
+        session: pack
+            .session
+            .map(|_| crate::artifact::Session { directives: true }),
         hash: None,
     }
 }

@@ -105,6 +105,18 @@ impl FixedText {
         }
     }
 
+    /// Appends trusted text (the session state) to the developer prompt, recounting
+    /// it.
+    pub fn append_developer(&mut self, text: &str, count: &dyn Fn(&str) -> usize) {
+        let before = self.developer.as_deref().map_or(0, |d| count(d) as u64);
+        let developer = match self.developer.take() {
+            Some(d) if !d.is_empty() => format!("{d}\n\n{text}"),
+            _ => text.to_owned(),
+        };
+        self.tokens = self.tokens - before + count(&developer) as u64;
+        self.developer = Some(developer);
+    }
+
     /// Whether the fixed text interpolates nothing (so redaction cannot change it).
     pub fn is_static(prompts: &Prompts, intent: &Intent) -> bool {
         [

@@ -62,6 +62,9 @@ struct RequestDigest<'a> {
     locale: &'a str,
     message: &'a str,
     request_id: &'a str,
+    /// Only when given, so that digests of requests without one are unchanged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_state: Option<SortedValue<'a>>,
 }
 
 #[derive(Serialize)]
@@ -107,6 +110,7 @@ pub(crate) fn inputs_digest(
             locale: &request.locale,
             message: &request.message,
             request_id: &request.request_id,
+            session_state: request.session_state.as_ref().map(SortedValue),
         },
         run: &inputs.run,
     };

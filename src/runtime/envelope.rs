@@ -50,6 +50,10 @@ pub struct CompiledContext {
     pub manifests: Manifests,
     pub pack: PackRef,
     pub runtime_controls: RuntimeControls,
+    /// The session step (`state_before`, `decision`, `state_after`), for packs with
+    /// `session directives`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<super::session::SessionReport>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -113,6 +117,10 @@ pub struct EvidenceManifestEntry {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RuntimeControls {
     pub approval_gates_active: Vec<String>,
+    /// The session decision (`no_directive`, `update`, `error`), for packs with
+    /// `session directives`: on `update` or `error` the host answers the user itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub directive: Option<Value>,
     pub escalation_target: Option<String>,
     pub must_escalate: bool,
     pub must_refuse: bool,
@@ -163,6 +171,10 @@ pub struct ContextLedger {
     pub policy: LedgerPolicy,
     /// The request id.
     pub request: String,
+    /// For packs with `session directives`: the BLAKE3 of the session state before
+    /// and after the step (their canonical exports).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<super::session::LedgerSession>,
     /// Surfaced tool names, sorted.
     pub tool: Vec<Arc<str>>,
 }
@@ -212,6 +224,8 @@ pub(crate) struct Parts<'a> {
     pub assembly: Assembly,
     /// Runtime diagnostics in stage order: policies, fixed text, blocks.
     pub diagnostics: Vec<Diagnostic>,
+    /// The session step, for packs with `session directives`.
+    pub session: Option<super::session::SessionStep>,
 }
 
 /// Stage 8: the manifests, the runtime controls, the budget report and the ledger,
@@ -231,6 +245,7 @@ pub(crate) fn build(parts: Parts<'_>) -> CompiledContext {
         plan,
         assembly,
         diagnostics,
+        session,
         ..
     } = parts;
     let mut out = CompiledContext {
@@ -265,6 +280,9 @@ pub(crate) fn build(parts: Parts<'_>) -> CompiledContext {
             must_escalate: policies.escalation.is_some(),
             escalation_target: policies.escalation,
             approval_gates_active: surface.gates,
+            directive: session
+                .as_ref()
+                .map(|s| serde_json::to_value(&s.decision).unwrap_or(Value::Null)),
             redaction_rules_active: policies
                 .redaction
                 .rules()
@@ -287,6 +305,7 @@ pub(crate) fn build(parts: Parts<'_>) -> CompiledContext {
         },
         diagnostics,
         context_ledger,
+        session: session.as_ref().map(super::session::SessionStep::report),
     };
     out.seal();
     out
@@ -353,6 +372,10 @@ fn ledger(parts: &Parts<'_>) -> ContextLedger {
         pack_hash: parts.pack_hash.to_owned(),
         inputs: digest::inputs_digest(inputs, &contents.memory, &contents.turns),
         request: inputs.request.request_id.clone(),
+        session: parts
+            .session
+            .as_ref()
+            .map(super::session::SessionStep::ledger),
         policy: LedgerPolicy {
             bundles: parts.bundles.to_vec(),
             fired: parts

@@ -90,6 +90,11 @@ pub struct InvokeRequest {
     pub context: Value,
     #[serde(default, deserialize_with = "null_as_default")]
     pub history: Vec<Turn>,
+    /// The session state exported after the previous turn, for packs that declare
+    /// `session directives` (refused by the others). Absent or `null` is the empty
+    /// state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_state: Option<Value>,
 }
 
 /// One earlier turn of the conversation. Only `user` and `assistant` turns are

@@ -51,6 +51,7 @@ pub mod intent;
 pub mod memo;
 pub mod policy;
 pub mod render;
+pub mod session;
 mod shared;
 pub mod template;
 pub mod tools;
@@ -297,10 +298,19 @@ impl PreparedPack {
 
         // 1. Intent classification.
         let intent = intent::resolve(&self.artifact.intents, inputs.request.intent.as_deref())?;
-        let data = template::data(&intent.intent.name, inputs);
+        // Session directives: the request's state, stepped with its message.
+        let session = session::step(&self.artifact, &inputs.request)?;
+        let mut data = template::data(&intent.intent.name, inputs);
+        if let (Some(s), Some(map)) = (&session, data.as_object_mut()) {
+            map.insert("session".to_owned(), s.data());
+        }
+        let session_block = session.as_ref().and_then(session::SessionStep::block);
         // The fixed text is counted up front: pins over what it leaves are invalid
         // input (exit 4), which no later stage's failure (exit 5) may mask.
         let mut fixed = budget::FixedText::render(prompts, intent.intent, &data, None, &count);
+        if let Some(block) = &session_block {
+            fixed.append_developer(block, &count);
+        }
         limits.check_pins(fixed.tokens)?;
 
         // 2. Policy resolution.
@@ -316,6 +326,9 @@ impl PreparedPack {
             let redact = template::redactor(|text| policies.redaction.apply(text));
             let diagnostics = std::mem::take(&mut fixed.diagnostics);
             fixed = budget::FixedText::render(prompts, intent.intent, &data, Some(&redact), &count);
+            if let Some(block) = &session_block {
+                fixed.append_developer(block, &count);
+            }
             fixed.diagnostics = diagnostics;
             limits.check_pins(fixed.tokens)?;
         }
@@ -375,6 +388,7 @@ impl PreparedPack {
             plan,
             assembly,
             diagnostics,
+            session,
         }))
     }
 

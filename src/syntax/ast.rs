@@ -81,6 +81,8 @@ pub enum ItemKind {
     Redactor(Redactor),
     Policy(Policy),
     Block(Block),
+    /// `session directives`: the span of `directives`.
+    Session(Span),
     /// An item whose body failed to parse. Its name, when its head parsed, is still
     /// declared so that references to it are not reported as unknown.
     Broken(Broken),

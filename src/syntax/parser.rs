@@ -607,6 +607,10 @@ impl<'s> Driver<'s> {
                 })
             }
             Rule::policy_item => ItemKind::Policy(self.policy(base, parts)?),
+            Rule::session_item => {
+                let directives = parts.next().map_or(span, |p| self.abs(base, &p));
+                ItemKind::Session(directives)
+            }
             Rule::block_item => {
                 let name = self.ident(base, &parts.next()?);
                 let mut bucket = None;
@@ -1436,6 +1440,7 @@ pub const ITEM_KEYWORDS: &[&str] = &[
     "redactor",
     "policy",
     "block",
+    "session",
 ];
 
 fn is_item_keyword(source: &str, at: usize) -> bool {

@@ -155,6 +155,7 @@ impl Shift for ItemKind {
                 b.priority.shift(delta);
                 b.text.shift(delta);
             }
+            ItemKind::Session(s) => s.shift(delta),
             ItemKind::Broken(b) => b.name.shift(delta),
         }
     }

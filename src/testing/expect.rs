@@ -109,6 +109,7 @@ fn controls(expect: &Expect, why: &Why, out: &mut Vec<Failure>) {
             );
         }
     }
+    session(expect, cc, out);
     if let Some(e) = expect
         .fallback_used
         .filter(|e| *e != cc.intent.fallback_used)
@@ -123,6 +124,36 @@ fn controls(expect: &Expect, why: &Why, out: &mut Vec<Failure>) {
                 cc.intent.name
             )]),
         );
+    }
+}
+
+/// The session decision and the state after it.
+fn session(expect: &Expect, cc: &CompiledContext, out: &mut Vec<Failure>) {
+    let session = cc.session.as_ref();
+    if let Some(e) = &expect.directive {
+        let actual = session
+            .and_then(|s| s.decision.get("kind"))
+            .and_then(serde_json::Value::as_str);
+        if actual != Some(e.as_str()) {
+            let shown = actual.map_or_else(
+                || "none (the pack has no `session directives`)".to_owned(),
+                |a| format!("`{a}`"),
+            );
+            let mut f = Failure::new(format!("directive: expected `{e}`, actual {shown}"));
+            if let Some(s) = session {
+                f.why.push(format!("decision: {}", s.decision));
+            }
+            out.push(f);
+        }
+    }
+    if let Some(e) = &expect.session_state {
+        let actual = session.map(|s| &s.state_after);
+        if actual != Some(e) {
+            out.push(Failure::new(format!(
+                "session_state: expected {e}, actual {}",
+                actual.map_or_else(|| "none".to_owned(), ToString::to_string)
+            )));
+        }
     }
 }
 

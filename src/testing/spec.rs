@@ -58,6 +58,8 @@ pub struct Expect {
     pub contains: Option<Vec<String>>,
     pub not_contains: Option<Vec<String>>,
     pub diagnostics: Option<Vec<String>>,
+    pub directive: Option<String>,
+    pub session_state: Option<serde_json::Value>,
     pub error: Option<String>,
 }
 
@@ -106,6 +108,14 @@ pub const EXPECTATIONS: &[(&str, &str)] = &[
     (
         "diagnostics",
         "[codes]: the exact set of runtime diagnostic codes (`R0201`, ...)",
+    ),
+    (
+        "directive",
+        "kind: the session decision (`no_directive`, `update`, `error`), for packs with `session directives`",
+    ),
+    (
+        "session_state",
+        "{premise, policies, version}: the session state after the step, exactly",
     ),
     (
         "error",
@@ -426,6 +436,20 @@ fn parse_expect(
                     }
                 }
                 None => bad("a mapping of bucket names to lists of block ids"),
+            },
+            "directive" => match value.as_str() {
+                Some(k @ ("no_directive" | "update" | "error")) => e.directive = Some(k.to_owned()),
+                Some(other) => problems.push(at(
+                    line,
+                    format!(
+                        "unknown decision `{other}` (expected `no_directive`, `update` or `error`)"
+                    ),
+                )),
+                None => bad("a decision kind"),
+            },
+            "session_state" => match value {
+                Value::Object(_) => e.session_state = Some(value.clone()),
+                _ => bad("a mapping (`premise`, `policies`, `version`)"),
             },
             "refusal_reason" | "escalation_target" => match value.as_str() {
                 Some(s) => {

@@ -155,6 +155,7 @@ pub fn artifact(name: &str, version: &str) -> Artifact {
         redactors: vec![],
         policies: vec![],
         blocks: vec![],
+        session: None,
         hash: None,
     }
 }
@@ -313,6 +314,7 @@ fn support(version: &str) -> Artifact {
             doc: None,
             provenance: own.into(),
         }],
+        session: None,
         hash: None,
     }
 }
