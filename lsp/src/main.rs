@@ -6,6 +6,7 @@
 //! since stdio is the only transport. `ctxpack lsp` starts this binary too.
 
 mod convert;
+mod features;
 mod guard;
 mod server;
 mod workspace;

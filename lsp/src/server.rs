@@ -67,9 +67,8 @@ impl Backend {
                 client,
                 encoding: OnceLock::new(),
                 workspace: RwLock::new(Workspace {
-                    folders: Vec::new(),
                     registry,
-                    watch: false,
+                    ..Workspace::default()
                 }),
                 documents: Mutex::new(HashMap::new()),
                 analyzed: Notify::new(),
@@ -409,6 +408,20 @@ impl Inner {
                 trigger_characters: Some(vec![".".to_owned()]),
                 ..CompletionOptions::default()
             }),
+            inlay_hint_provider: Some(OneOf::Left(true)),
+            code_lens_provider: Some(CodeLensOptions {
+                resolve_provider: Some(false),
+            }),
+            folding_range_provider: Some(FoldingRangeProviderCapability::Simple(true)),
+            workspace_symbol_provider: Some(OneOf::Left(true)),
+            semantic_tokens_provider: Some(
+                SemanticTokensServerCapabilities::SemanticTokensOptions(SemanticTokensOptions {
+                    legend: crate::features::legend(),
+                    range: Some(true),
+                    full: Some(SemanticTokensFullOptions::Bool(true)),
+                    work_done_progress_options: WorkDoneProgressOptions::default(),
+                }),
+            ),
             ..ServerCapabilities::default()
         }
     }
@@ -514,6 +527,9 @@ impl LanguageServer for Backend {
                 .and_then(registry_setting)
             {
                 ws.registry = Some(r);
+            }
+            if let Some(options) = &params.initialization_options {
+                crate::features::apply_toggles(options, &mut ws);
             }
             ws.watch = watch;
         }
@@ -790,6 +806,115 @@ impl LanguageServer for Backend {
             changes: Some(HashMap::from([(uri, edits)])),
             ..WorkspaceEdit::default()
         }))
+    }
+
+    async fn inlay_hint(&self, params: InlayHintParams) -> Result<Option<Vec<InlayHint>>> {
+        if !self.inner.workspace().inlay_hints {
+            return Ok(Some(Vec::new()));
+        }
+        let Some(a) = self.inner.current(&params.text_document.uri).await else {
+            return Ok(None);
+        };
+        let range = self.inner.text(&a).span(params.range);
+        let a2 = Arc::clone(&a);
+        // Counting may prepare the pack (tokenizing its tools): off the message loop.
+        let hints = tokio::task::spawn_blocking(move || guard(|| a2.inlay_hints(range)))
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        Ok(Some(crate::features::inlay_hints(
+            &self.inner.text(&a),
+            hints,
+        )))
+    }
+
+    async fn code_lens(&self, params: CodeLensParams) -> Result<Option<Vec<CodeLens>>> {
+        if !self.inner.workspace().code_lens {
+            return Ok(Some(Vec::new()));
+        }
+        let uri = params.text_document.uri;
+        let Some(a) = self.inner.current(&uri).await else {
+            return Ok(None);
+        };
+        let a2 = Arc::clone(&a);
+        let path = uri.to_file_path().map(|p| p.into_owned());
+        let path2 = path.clone();
+        let (lenses, tests) = tokio::task::spawn_blocking(move || {
+            let lenses = guard(|| a2.intent_lenses()).unwrap_or_default();
+            let tests = path2
+                .as_deref()
+                .map(ctxpack::testing::cases_by_intent)
+                .unwrap_or_default();
+            (lenses, tests)
+        })
+        .await
+        .unwrap_or_default();
+        Ok(Some(crate::features::code_lenses(
+            &self.inner.text(&a),
+            &a,
+            lenses,
+            &tests,
+        )))
+    }
+
+    async fn folding_range(&self, params: FoldingRangeParams) -> Result<Option<Vec<FoldingRange>>> {
+        let Some(a) = self.inner.current(&params.text_document.uri).await else {
+            return Ok(None);
+        };
+        Ok(Some(crate::features::folding_ranges(
+            guard(|| a.folding_ranges()).unwrap_or_default(),
+        )))
+    }
+
+    async fn semantic_tokens_full(
+        &self,
+        params: SemanticTokensParams,
+    ) -> Result<Option<SemanticTokensResult>> {
+        let Some(a) = self.inner.current(&params.text_document.uri).await else {
+            return Ok(None);
+        };
+        let tokens = guard(|| a.semantic_tokens(None)).unwrap_or_default();
+        Ok(Some(SemanticTokensResult::Tokens(crate::features::encode(
+            &self.inner.text(&a),
+            &tokens,
+        ))))
+    }
+
+    async fn semantic_tokens_range(
+        &self,
+        params: SemanticTokensRangeParams,
+    ) -> Result<Option<SemanticTokensRangeResult>> {
+        let Some(a) = self.inner.current(&params.text_document.uri).await else {
+            return Ok(None);
+        };
+        let t = self.inner.text(&a);
+        let range = t.span(params.range);
+        let tokens = guard(|| a.semantic_tokens(Some(range))).unwrap_or_default();
+        Ok(Some(SemanticTokensRangeResult::Tokens(
+            crate::features::encode(&t, &tokens),
+        )))
+    }
+
+    async fn symbol(
+        &self,
+        params: WorkspaceSymbolParams,
+    ) -> Result<Option<WorkspaceSymbolResponse>> {
+        let folders = self.inner.workspace().folders;
+        let open: Vec<(Uri, String)> = {
+            let docs = self.inner.documents.lock().await;
+            docs.iter()
+                .map(|(u, d)| (u.clone(), d.text.clone()))
+                .collect()
+        };
+        let query = params.query;
+        let encoding = self.inner.encoding();
+        let symbols = tokio::task::spawn_blocking(move || {
+            crate::features::workspace_symbols(&folders, &open, &query, encoding)
+        })
+        .await
+        .unwrap_or_default();
+        Ok(Some(WorkspaceSymbolResponse::Flat(symbols)))
     }
 
     async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {

@@ -14,13 +14,29 @@ use ctxpack::imports::Lockfile;
 use ctxpack::registry::{resolve_root, Registry, REGISTRY_ENV};
 
 /// The folders the client opened, and the registry the user configured.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Workspace {
     pub folders: Vec<PathBuf>,
     /// `--registry` or the `ctxpack.registry` setting.
     pub registry: Option<PathBuf>,
     /// The client registers file watchers on request.
     pub watch: bool,
+    /// Token-count inlay hints and intent code lenses (settings
+    /// `ctxpack.inlayHints.enabled`, `ctxpack.codeLens.enabled`).
+    pub inlay_hints: bool,
+    pub code_lens: bool,
+}
+
+impl Default for Workspace {
+    fn default() -> Self {
+        Workspace {
+            folders: Vec::new(),
+            registry: None,
+            watch: false,
+            inlay_hints: true,
+            code_lens: true,
+        }
+    }
 }
 
 /// How one document resolves its imports.
@@ -97,8 +113,7 @@ mod tests {
         let pack = project.join("packs/support/support.ctxpack");
         let ws = Workspace {
             folders: vec![dir.path().to_path_buf()],
-            registry: None,
-            watch: false,
+            ..Workspace::default()
         };
         let r = ws.resolve(&pack);
         assert_eq!(r.root, project);

@@ -1202,3 +1202,106 @@ fn queries_right_after_an_edit_see_the_edit() {
     );
     c.shutdown();
 }
+
+/// What the pack costs and how it is built, over the protocol: token hints equal to
+/// the runtime's counts, intent lenses with their test cases, folding, semantic
+/// tokens (full and range) and workspace symbols.
+#[test]
+fn economics_structure_and_symbols() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let support = repo.join("packs/support");
+    for f in ["support.ctxpack", "support.tests.yaml"] {
+        std::fs::copy(support.join(f), dir.path().join(f)).unwrap();
+    }
+    std::fs::create_dir(dir.path().join("evidence")).unwrap();
+    for e in std::fs::read_dir(support.join("evidence"))
+        .unwrap()
+        .flatten()
+    {
+        std::fs::copy(e.path(), dir.path().join("evidence").join(e.file_name())).unwrap();
+    }
+    let pack = dir.path().join("support.ctxpack");
+    let uri = file_uri(&pack);
+    let text = std::fs::read_to_string(&pack).unwrap();
+    let mut c = Client::start(&[]);
+    let init = c.request(
+        "initialize",
+        json!({ "processId": null, "workspaceFolders": [{ "uri": file_uri(dir.path()), "name": "w" }], "capabilities": {} }),
+    );
+    c.notify("initialized", json!({}));
+    let caps = &init["capabilities"];
+    for cap in [
+        "inlayHintProvider",
+        "codeLensProvider",
+        "foldingRangeProvider",
+        "semanticTokensProvider",
+        "workspaceSymbolProvider",
+    ] {
+        assert!(!caps[cap].is_null(), "{cap} missing: {caps:#}");
+    }
+    c.notify(
+        "textDocument/didOpen",
+        json!({ "textDocument": { "uri": uri, "languageId": "ctxpack", "version": 1, "text": text } }),
+    );
+    let lines = text.lines().count() as u32;
+    let whole =
+        json!({ "start": { "line": 0, "character": 0 }, "end": { "line": lines, "character": 0 } });
+    let hints = c.request(
+        "textDocument/inlayHint",
+        json!({ "textDocument": { "uri": uri }, "range": whole }),
+    );
+    let hints = hints.as_array().unwrap();
+    let (line, col, _) = position(&text, "tool lookup_order", 0);
+    let lookup = hints
+        .iter()
+        .find(|h| h["position"] == json!({ "line": line, "character": col + 17 }))
+        .unwrap_or_else(|| panic!("no hint after lookup_order: {hints:#?}"));
+    // The runtime counts 61 tokens for this tool's block (its compiled context says so).
+    assert_eq!(lookup["label"], "61 tokens", "{lookup:#}");
+    let lenses = c.request(
+        "textDocument/codeLens",
+        json!({ "textDocument": { "uri": uri } }),
+    );
+    let refund = lenses
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["command"]["arguments"][0]["intent"] == "refund")
+        .cloned()
+        .unwrap();
+    let title = refund["command"]["title"].as_str().unwrap();
+    assert!(
+        title.contains("in supervised") && title.contains("test cases"),
+        "{title}"
+    );
+    assert_eq!(refund["command"]["command"], "ctxpack.runTests");
+    let folds = c.request(
+        "textDocument/foldingRange",
+        json!({ "textDocument": { "uri": uri } }),
+    );
+    assert!(folds.as_array().unwrap().len() > 20, "{folds:#}");
+    let full = c.request(
+        "textDocument/semanticTokens/full",
+        json!({ "textDocument": { "uri": uri } }),
+    );
+    let data = full["data"].as_array().unwrap();
+    assert!(data.len() > 500 && data.len().is_multiple_of(5), "{}", data.len());
+    let range = c.request(
+        "textDocument/semanticTokens/range",
+        json!({ "textDocument": { "uri": uri }, "range": { "start": { "line": 0, "character": 0 }, "end": { "line": 10, "character": 0 } } }),
+    );
+    assert!(range["data"].as_array().unwrap().len() < data.len());
+    let symbols = c.request("workspace/symbol", json!({ "query": "refund" }));
+    let names: Vec<&str> = symbols
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"issue_refund") && names.contains(&"refund"),
+        "{names:?}"
+    );
+    c.shutdown();
+}

@@ -8,9 +8,13 @@
 //! server (`lsp/`) converts positions and calls these; it holds no language logic.
 
 mod completion;
+mod economics;
+mod highlight;
 mod hover;
 mod rawjson;
+mod regions;
 mod symbols;
+mod tests_yaml;
 
 use crate::check::Checked;
 use crate::diagnostic::Diagnostic;
@@ -19,8 +23,12 @@ use crate::ir::{EffectIr, SymbolKind};
 use crate::span::{clamp_to_char_boundary, LineIndex, Span};
 
 pub use completion::{CompletionItem, CompletionKind};
+pub use economics::{InlayHint, IntentLens};
+pub use highlight::{SemanticToken, TokenType};
 pub use hover::Hover;
+pub use regions::{Fold, FoldKind};
 pub use symbols::{OutlineKind, OutlineSymbol};
+pub use tests_yaml::TestDiagnostic;
 
 /// One use or declaration of a name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +83,8 @@ pub struct Analysis {
     imports: Vec<ResolvedImport>,
     /// The parser's own diagnostics, for the next [`Analysis::edited`].
     parse_diagnostics: Vec<Diagnostic>,
+    /// What the pack costs, computed on first request (see [`economics`]).
+    economics: std::sync::OnceLock<economics::Economics>,
 }
 
 impl Analysis {
@@ -172,11 +182,17 @@ impl Analysis {
             occurrences,
             imports: Vec::new(),
             parse_diagnostics: Vec::new(),
+            economics: std::sync::OnceLock::new(),
         }
     }
 
     pub fn text(&self) -> &str {
         &self.text
+    }
+
+    fn economics(&self) -> &economics::Economics {
+        self.economics
+            .get_or_init(|| economics::Economics::compute(self))
     }
 
     pub fn line_index(&self) -> &LineIndex {

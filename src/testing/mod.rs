@@ -496,6 +496,35 @@ fn list_input(value: Value, dir: &Path) -> Result<Option<Value>, CliError> {
     }
 }
 
+/// The test files beside `pack` that name it, and how many of their cases ask for
+/// each intent (a case's `request.intent` merged over the defaults; a case without
+/// one counts for the empty name, which the fallback intent serves).
+pub fn cases_by_intent(pack: &Path) -> (Vec<PathBuf>, std::collections::BTreeMap<String, usize>) {
+    let files = tests_of_pack(pack);
+    let mut counts = std::collections::BTreeMap::new();
+    for file in &files {
+        let Ok(bytes) = std::fs::read(file) else {
+            continue;
+        };
+        let Ok(doc) = parse_document(Path::new("t.yaml"), &bytes) else {
+            continue;
+        };
+        let Ok(spec) = spec::parse(&doc, &lines::Lines::default()) else {
+            continue;
+        };
+        for case in &spec.cases {
+            let request = over_default(&spec.defaults.request, &case.inputs.request);
+            let intent = request
+                .get("intent")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            *counts.entry(intent).or_insert(0) += 1;
+        }
+    }
+    (files, counts)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,13 @@ import {
 import { DEFAULT_SERVER, findExecutable, resolveServerCommand } from './serverCommand';
 
 /** Changing any of these restarts the server; `ctxpack.trace.server` applies live. */
-export const SERVER_SETTINGS: readonly string[] = ['ctxpack.server.path', 'ctxpack.server.extraArgs', 'ctxpack.registry'];
+export const SERVER_SETTINGS: readonly string[] = [
+  'ctxpack.server.path',
+  'ctxpack.server.extraArgs',
+  'ctxpack.registry',
+  'ctxpack.inlayHints.enabled',
+  'ctxpack.codeLens.enabled',
+];
 
 const CLIENT_ID = 'ctxpack';
 const CLIENT_NAME = 'ctxpack Language Server';
@@ -113,8 +119,14 @@ export class CtxpackClient implements vscode.Disposable {
         return { action: CloseAction.DoNotRestart, handled: true };
       },
     };
+    const settings = vscode.workspace.getConfiguration('ctxpack');
     const clientOptions: LanguageClientOptions = {
       documentSelector: [{ language: 'ctxpack' }],
+      // Read by the server at `initialize`: each feature can be turned off.
+      initializationOptions: {
+        inlayHints: { enabled: settings.get<boolean>('inlayHints.enabled', true) },
+        codeLens: { enabled: settings.get<boolean>('codeLens.enabled', true) },
+      },
       outputChannel: this.outputChannel,
       errorHandler,
       initializationFailedHandler: () => false,

@@ -13,6 +13,15 @@ export function activate(context: vscode.ExtensionContext): void {
 
   context.subscriptions.push(
     vscode.commands.registerCommand('ctxpack.restartServer', () => ctxpack.restart()),
+    // Run from an intent's code lens: the tests beside the pack, in a terminal.
+    vscode.commands.registerCommand('ctxpack.runTests', (args?: { files?: string[] }) => {
+      const files = args?.files ?? [];
+      const active = vscode.window.activeTextEditor?.document.uri.fsPath;
+      const targets = files.length > 0 ? files : active !== undefined ? [active] : [];
+      const terminal = vscode.window.createTerminal('ctxpack test');
+      terminal.show();
+      terminal.sendText(['ctxpack', 'test', ...targets.map(shellQuote)].join(' '));
+    }),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (SERVER_SETTINGS.some((setting) => event.affectsConfiguration(setting))) {
         void ctxpack.restart();
@@ -32,4 +41,9 @@ export async function deactivate(): Promise<void> {
   const current = client;
   client = undefined;
   await current?.dispose();
+}
+
+/** One POSIX shell word. */
+function shellQuote(word: string): string {
+  return /^[A-Za-z0-9_./:@%+=,-]+$/.test(word) ? word : `'${word.replace(/'/g, "'\\''")}'`;
 }
