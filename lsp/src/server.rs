@@ -160,7 +160,16 @@ impl Inner {
                 let previous = doc.analyzed.map(|_| Arc::clone(&doc.analysis));
                 (doc.text.clone(), doc.version, previous)
             };
-            let analysis = Arc::new(self.analyze_blocking(&uri, text, previous).await);
+            let tests_file = uri.path().as_str().ends_with(".tests.yaml");
+            let (analysis, test_diagnostics) = if tests_file {
+                let diagnostics = self.lint_tests(&uri, &text).await;
+                (Arc::new(Analysis::unchecked(text)), Some(diagnostics))
+            } else {
+                (
+                    Arc::new(self.analyze_blocking(&uri, text, previous).await),
+                    None,
+                )
+            };
             let mut docs = self.documents.lock().await;
             let Some(doc) = docs.get_mut(&uri) else {
                 return; // closed meanwhile
@@ -172,13 +181,70 @@ impl Inner {
                 continue; // superseded: analyse the newest text, publish nothing stale
             }
             doc.running = false;
-            let diagnostics = self.diagnostics(&uri, &analysis);
+            let diagnostics = test_diagnostics.unwrap_or_else(|| self.diagnostics(&uri, &analysis));
             // Published under the lock: no later version can go out before this one.
             self.client
                 .publish_diagnostics(uri, diagnostics, Some(version))
                 .await;
             return;
         }
+    }
+
+    /// The problems of a `*.tests.yaml` document, against the pack it names (the open
+    /// document when it is open, else the file), each on its whole line.
+    async fn lint_tests(&self, uri: &Uri, text: &str) -> Vec<lsp::Diagnostic> {
+        let pack_path = uri.to_file_path().and_then(|path| {
+            let doc: serde_json::Value = ctxpack::commands::compile::parse_yaml_text(text)?;
+            let rel = doc.get("pack")?.as_str()?.to_owned();
+            Some(path.parent()?.join(rel))
+        });
+        let open = match pack_path.as_ref().and_then(Uri::from_file_path) {
+            Some(pack_uri) => {
+                let docs = self.documents.lock().await;
+                docs.get(&pack_uri).map(|d| d.text.clone())
+            }
+            None => None,
+        };
+        let workspace = self.workspace();
+        let text = text.to_owned();
+        let problems = tokio::task::spawn_blocking(move || {
+            let pack_text = open.or_else(|| {
+                pack_path
+                    .as_ref()
+                    .filter(|p| p.extension().is_some_and(|e| e == "ctxpack"))
+                    .and_then(|p| std::fs::read_to_string(p).ok())
+            });
+            let analysis = pack_text.zip(pack_path.as_ref()).map(|(t, p)| {
+                let resolution = workspace.resolve(p);
+                let registry = resolution.registry();
+                Analysis::with_imports(t, &registry, resolution.lock().as_ref())
+            });
+            guard(|| {
+                ctxpack::testing::lint::lint(&text, analysis.as_ref().map(|a| &a.checked().pack))
+            })
+            .unwrap_or_default()
+        })
+        .await
+        .unwrap_or_default();
+        problems
+            .into_iter()
+            .map(|p| {
+                let line = u32::try_from(p.line.saturating_sub(1)).unwrap_or(0);
+                lsp::Diagnostic {
+                    range: lsp::Range {
+                        start: Position { line, character: 0 },
+                        end: Position {
+                            line: line + 1,
+                            character: 0,
+                        },
+                    },
+                    severity: Some(DiagnosticSeverity::ERROR),
+                    source: Some("ctxpack test".to_owned()),
+                    message: p.message,
+                    ..lsp::Diagnostic::default()
+                }
+            })
+            .collect()
     }
 
     /// The analysis of the current text: at once when it is there, else when the

@@ -1286,7 +1286,11 @@ fn economics_structure_and_symbols() {
         json!({ "textDocument": { "uri": uri } }),
     );
     let data = full["data"].as_array().unwrap();
-    assert!(data.len() > 500 && data.len().is_multiple_of(5), "{}", data.len());
+    assert!(
+        data.len() > 500 && data.len().is_multiple_of(5),
+        "{}",
+        data.len()
+    );
     let range = c.request(
         "textDocument/semanticTokens/range",
         json!({ "textDocument": { "uri": uri }, "range": { "start": { "line": 0, "character": 0 }, "end": { "line": 10, "character": 0 } } }),
@@ -1303,5 +1307,66 @@ fn economics_structure_and_symbols() {
         names.contains(&"issue_refund") && names.contains(&"refund"),
         "{names:?}"
     );
+    c.shutdown();
+}
+
+/// A `*.tests.yaml` document gets diagnostics as it is typed, on the offending lines:
+/// unknown keys, and intents, tools and context values the pack it names does not
+/// declare.
+#[test]
+fn test_files_are_checked_against_their_pack() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("p.ctxpack"), CLEAN).unwrap();
+    let tests = dir.path().join("p.tests.yaml");
+    let uri = file_uri(&tests);
+    let text = "pack: p.ctxpack\ncases:\n  - name: a\n    request: { intent: refnd, context: { user: { tier: gold } } }\n    expect: { tools: [lookup_order, nope], tols: [] }\n";
+    let mut c = Client::start(&[]);
+    c.initialize(None);
+    c.notify(
+        "textDocument/didOpen",
+        json!({ "textDocument": { "uri": uri, "languageId": "yaml", "version": 1, "text": text } }),
+    );
+    let d = c.diagnostics_of(&uri);
+    let found: Vec<(u64, String)> = d["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["range"]["start"]["line"].as_u64().unwrap(),
+                x["message"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        found.contains(&(3, "the pack declares no intent `refnd`".to_owned())),
+        "{found:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|(l, m)| *l == 3 && m.contains("`ctx.user.tier`")),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&(4, "the pack declares no tool `nope`".to_owned())),
+        "{found:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|(l, m)| *l == 4 && m.contains("unknown expectation `tols`")),
+        "{found:?}"
+    );
+    // Fixed: no diagnostics.
+    let fixed = "pack: p.ctxpack\ncases:\n  - name: a\n    request: { intent: refund, context: { user: { tier: pro } } }\n    expect: { tools: [lookup_order] }\n";
+    c.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": uri, "version": 2 }, "contentChanges": [{ "text": fixed }] }),
+    );
+    let d = c.wait_for("textDocument/publishDiagnostics", |p| {
+        p["uri"] == uri && p["version"] == 2
+    });
+    assert_eq!(d["diagnostics"], json!([]), "{d:#}");
     c.shutdown();
 }

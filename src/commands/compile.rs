@@ -217,6 +217,11 @@ pub fn read_document(path: &Path) -> Result<Value, CliError> {
     parse_document(path, &bytes)
 }
 
+/// A YAML (or JSON) text as a value, `None` when it does not parse.
+pub fn parse_yaml_text(text: &str) -> Option<Value> {
+    serde_norway::from_str(text).ok()
+}
+
 pub(crate) fn parse_document(path: &Path, bytes: &[u8]) -> Result<Value, CliError> {
     // A byte-order mark is not part of a document.
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);

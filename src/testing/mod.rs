@@ -19,6 +19,7 @@
 pub mod expect;
 pub mod junit;
 pub mod lines;
+pub mod lint;
 pub mod spec;
 
 use std::path::{Path, PathBuf};

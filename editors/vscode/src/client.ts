@@ -121,7 +121,8 @@ export class CtxpackClient implements vscode.Disposable {
     };
     const settings = vscode.workspace.getConfiguration('ctxpack');
     const clientOptions: LanguageClientOptions = {
-      documentSelector: [{ language: 'ctxpack' }],
+      // Packs, and their test files (diagnostics as they are typed).
+      documentSelector: [{ language: 'ctxpack' }, { language: 'yaml', pattern: '**/*.tests.yaml' }],
       // Read by the server at `initialize`: each feature can be turned off.
       initializationOptions: {
         inlayHints: { enabled: settings.get<boolean>('inlayHints.enabled', true) },
