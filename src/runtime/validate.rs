@@ -245,7 +245,7 @@ fn validate_group(
 /// Checks `value` against `ty` exactly: no coercion between kinds. The one widening is
 /// that an integer literal is a valid `float` (`120` for `120.0`), because JSON does not
 /// distinguish the two.
-fn check_type(value: &Value, ty: &Type, path: &str) -> Result<(), CompileError> {
+pub(crate) fn check_type(value: &Value, ty: &Type, path: &str) -> Result<(), CompileError> {
     let mismatch =
         || CompileError::input(path, format!("expected {}, found {}", ty, json_kind(value)));
     match (ty, value) {
