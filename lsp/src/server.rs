@@ -190,8 +190,9 @@ impl Inner {
         }
     }
 
-    /// The problems of a `*.tests.yaml` document, against the pack it names (the open
-    /// document when it is open, else the file), each on its whole line.
+    /// The problems of a `*.tests.yaml` document, against the analysis of the pack it
+    /// names (the open document when it is open, else the file), on the key or value
+    /// they are about.
     async fn lint_tests(&self, uri: &Uri, text: &str) -> Vec<lsp::Diagnostic> {
         let pack_path = uri.to_file_path().and_then(|path| {
             let doc: serde_json::Value = ctxpack::commands::compile::parse_yaml_text(text)?;
@@ -206,43 +207,71 @@ impl Inner {
             None => None,
         };
         let workspace = self.workspace();
-        let text = text.to_owned();
-        let problems = tokio::task::spawn_blocking(move || {
+        let yaml = text.to_owned();
+        let found = tokio::task::spawn_blocking(move || {
             let pack_text = open.or_else(|| {
                 pack_path
                     .as_ref()
                     .filter(|p| p.extension().is_some_and(|e| e == "ctxpack"))
                     .and_then(|p| std::fs::read_to_string(p).ok())
             });
-            let analysis = pack_text.zip(pack_path.as_ref()).map(|(t, p)| {
-                let resolution = workspace.resolve(p);
-                let registry = resolution.registry();
-                Analysis::with_imports(t, &registry, resolution.lock().as_ref())
-            });
-            guard(|| {
-                ctxpack::testing::lint::lint(&text, analysis.as_ref().map(|a| &a.checked().pack))
-            })
-            .unwrap_or_default()
+            match pack_text.zip(pack_path.as_ref()) {
+                Some((t, p)) => {
+                    let resolution = workspace.resolve(p);
+                    let registry = resolution.registry();
+                    let analysis = Analysis::with_imports(t, &registry, resolution.lock().as_ref());
+                    Ok(guard(|| analysis.test_file_diagnostics(&yaml)).unwrap_or_default())
+                }
+                // Without a readable pack, what the runner itself refuses.
+                None => {
+                    Err(guard(|| ctxpack::testing::lint::lint(&yaml, None)).unwrap_or_default())
+                }
+            }
         })
         .await
-        .unwrap_or_default();
-        problems
+        .unwrap_or_else(|_| Ok(Vec::new()));
+        let lines = ctxpack::span::LineIndex::new(text);
+        let t = Text {
+            text,
+            lines: &lines,
+            encoding: self.encoding(),
+        };
+        let found = match found {
+            Ok(found) => found,
+            Err(problems) => {
+                return problems
+                    .into_iter()
+                    .map(|p| {
+                        let line = u32::try_from(p.line.saturating_sub(1)).unwrap_or(0);
+                        lsp::Diagnostic {
+                            range: lsp::Range {
+                                start: Position { line, character: 0 },
+                                end: Position {
+                                    line: line + 1,
+                                    character: 0,
+                                },
+                            },
+                            severity: Some(DiagnosticSeverity::ERROR),
+                            source: Some("ctxpack test".to_owned()),
+                            message: p.message,
+                            ..lsp::Diagnostic::default()
+                        }
+                    })
+                    .collect()
+            }
+        };
+        found
             .into_iter()
-            .map(|p| {
-                let line = u32::try_from(p.line.saturating_sub(1)).unwrap_or(0);
-                lsp::Diagnostic {
-                    range: lsp::Range {
-                        start: Position { line, character: 0 },
-                        end: Position {
-                            line: line + 1,
-                            character: 0,
-                        },
-                    },
-                    severity: Some(DiagnosticSeverity::ERROR),
-                    source: Some("ctxpack test".to_owned()),
-                    message: p.message,
-                    ..lsp::Diagnostic::default()
-                }
+            .map(|d| lsp::Diagnostic {
+                range: t.range(d.span),
+                severity: Some(match d.severity {
+                    Severity::Error => DiagnosticSeverity::ERROR,
+                    Severity::Warning => DiagnosticSeverity::WARNING,
+                }),
+                code: Some(NumberOrString::String(d.code.to_owned())),
+                source: Some("ctxpack test".to_owned()),
+                message: d.message,
+                ..lsp::Diagnostic::default()
             })
             .collect()
     }

@@ -1338,26 +1338,25 @@ fn test_files_are_checked_against_their_pack() {
             )
         })
         .collect();
+    let has = |line: u64, part: &str| found.iter().any(|(l, m)| *l == line && m.contains(part));
     assert!(
-        found.contains(&(3, "the pack declares no intent `refnd`".to_owned())),
+        has(3, "no intent `refnd`") && has(3, "did you mean `refund`"),
         "{found:?}"
     );
-    assert!(
-        found
-            .iter()
-            .any(|(l, m)| *l == 3 && m.contains("`ctx.user.tier`")),
-        "{found:?}"
-    );
-    assert!(
-        found.contains(&(4, "the pack declares no tool `nope`".to_owned())),
-        "{found:?}"
-    );
-    assert!(
-        found
-            .iter()
-            .any(|(l, m)| *l == 4 && m.contains("unknown expectation `tols`")),
-        "{found:?}"
-    );
+    assert!(has(3, "ctx.user.tier"), "{found:?}");
+    assert!(has(4, "no tool `nope`"), "{found:?}");
+    assert!(has(4, "unknown expectation `tols`"), "{found:?}");
+    // On the value itself, not the whole line.
+    let intent = d["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["message"].as_str().unwrap_or("").contains("refnd"))
+        .cloned()
+        .unwrap();
+    let col = text.lines().nth(3).unwrap().find("refnd").unwrap() as u64;
+    assert_eq!(intent["range"]["start"]["character"], col, "{intent:#}");
+    assert_eq!(intent["code"], "unknown_intent");
     // Fixed: no diagnostics.
     let fixed = "pack: p.ctxpack\ncases:\n  - name: a\n    request: { intent: refund, context: { user: { tier: pro } } }\n    expect: { tools: [lookup_order] }\n";
     c.notify(

@@ -141,15 +141,17 @@ impl Analysis {
     /// The semantic tokens in `range` (all when `None`), sorted and not overlapping.
     pub fn semantic_tokens(&self, range: Option<Span>) -> Vec<SemanticToken> {
         let text = self.text();
+        let (from, to) = range.map_or((0, text.len()), |r| self.window(r));
         let names: HashMap<usize, (SymbolKind, bool, usize)> = self
             .occurrences()
             .iter()
+            .filter(|o| o.span.start >= from && o.span.start < to)
             .map(|o| (o.span.start, (o.kind, o.is_definition, o.span.end)))
             .collect();
         let base = text.as_ptr() as usize;
         let mut out = Vec::new();
-        let mut last_end = 0;
-        for t in lex(text).tokens {
+        let mut last_end = from;
+        for t in lex(text.get(from..to).unwrap_or("")).tokens {
             let start = (t.text.as_ptr() as usize).saturating_sub(base);
             let span = Span::new(start, start + t.text.len());
             comments(text, last_end, start, &mut out);
@@ -177,9 +179,38 @@ impl Analysis {
                 Kind::Word => out.push(word(t.text, span, &names)),
             }
         }
-        comments(text, last_end, text.len(), &mut out);
+        comments(text, last_end, to, &mut out);
         out.retain(|t| range.is_none_or(|r| t.span.start < r.end && r.start < t.span.end));
         out
+    }
+
+    /// The part of the text to lex for `range`: from the end of the last item before
+    /// it to the start of the first item after it, so that a range costs what it
+    /// covers. Items start and end on token boundaries when the file parses; when it
+    /// does not (an unterminated string may run over later items), the whole text.
+    fn window(&self, range: Span) -> (usize, usize) {
+        let text = self.text();
+        if !self.parse_diagnostics.is_empty() {
+            return (0, text.len());
+        }
+        let items = &self.checked().ast.items;
+        let from = items
+            .iter()
+            .map(|i| i.span.end)
+            .filter(|end| *end <= range.start)
+            .max()
+            .unwrap_or(0);
+        let to = items
+            .iter()
+            .map(|i| i.span.start)
+            .filter(|start| *start >= range.end && *start >= from)
+            .min()
+            .unwrap_or(text.len());
+        if text.is_char_boundary(from) && text.is_char_boundary(to) && from <= to {
+            (from, to)
+        } else {
+            (0, text.len())
+        }
     }
 }
 
@@ -252,5 +283,32 @@ mod tests {
         }
         let ranged = a.semantic_tokens(Some(Span::new(0, 10)));
         assert!(ranged.iter().all(|t| t.span.start < 10));
+    }
+
+    /// A range lexes only the items around it, and answers what the whole file's
+    /// tokens say of it; a file that does not parse is lexed whole.
+    #[test]
+    fn a_range_is_the_whole_files_tokens_in_it() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(root.join("packs/support/support.ctxpack")).unwrap();
+        let broken = text.replacen("\"\"\"", "\"", 3);
+        for text in [text, broken] {
+            let a = Analysis::new(text.as_str());
+            let all = a.semantic_tokens(None);
+            for start in (0..text.len()).step_by(211) {
+                for len in [0, 1, 40, 900] {
+                    let r = Span::new(start, (start + len).min(text.len()));
+                    let want: Vec<SemanticToken> = all
+                        .iter()
+                        .filter(|t| t.span.start < r.end && r.start < t.span.end)
+                        .copied()
+                        .collect();
+                    assert_eq!(a.semantic_tokens(Some(r)), want, "{r:?}");
+                }
+            }
+            for (start, end) in [(usize::MAX, 0), (0, usize::MAX), (5, 2)] {
+                let _ = a.semantic_tokens(Some(Span { start, end }));
+            }
+        }
     }
 }

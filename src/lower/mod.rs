@@ -124,19 +124,24 @@ fn tools(pack: &Pack, origin: &Origin<'_>) -> Vec<Tool> {
     let mut tools: Vec<Tool> = pack
         .tools
         .iter()
-        .map(|t| Tool {
-            name: t.name.clone(),
-            description: t.description.clone().unwrap_or_default(),
-            kind: t.kind.clone().unwrap_or_default(),
-            risk: t.risk.map_or(Risk::Low, |(r, _)| r),
-            approval: t.approval.map_or(Approval::Review, |(a, _)| a),
-            input: t.input.clone(),
-            doc: t.doc.clone(),
-            provenance: origin.of(ir::SymbolKind::Tool, &t.name),
-        })
+        .map(|t| tool(t, origin.of(ir::SymbolKind::Tool, &t.name)))
         .collect();
     tools.sort_by(|a, b| a.name.cmp(&b.name));
     tools
+}
+
+/// One tool as the artifact holds it.
+pub(crate) fn tool(t: &ir::ToolIr, provenance: String) -> Tool {
+    Tool {
+        name: t.name.clone(),
+        description: t.description.clone().unwrap_or_default(),
+        kind: t.kind.clone().unwrap_or_default(),
+        risk: t.risk.map_or(Risk::Low, |(r, _)| r),
+        approval: t.approval.map_or(Approval::Review, |(a, _)| a),
+        input: t.input.clone(),
+        doc: t.doc.clone(),
+        provenance,
+    }
 }
 
 fn prohibitions(pack: &Pack, origin: &Origin<'_>) -> Vec<Prohibition> {
@@ -252,7 +257,7 @@ fn blocks(pack: &Pack, origin: &Origin<'_>) -> Vec<Block> {
     blocks
 }
 
-fn template(t: &TemplateIr) -> Template {
+pub(crate) fn template(t: &TemplateIr) -> Template {
     Template {
         text: t.text.clone(),
         parts: t.parts.clone(),

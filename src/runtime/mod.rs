@@ -392,34 +392,6 @@ impl PreparedPack {
         }))
     }
 
-    /// Each tool's name and the tokens of its block in the `tools` bucket, as a
-    /// compile counts them with the pack's tokenizer (for editors).
-    pub fn tool_tokens(&self) -> Vec<(&str, usize)> {
-        self.tools
-            .iter()
-            .map(|t| (&*t.name, t.block.tokens))
-            .collect()
-    }
-
-    /// Each block's name and, when it interpolates nothing, its tokens as a compile
-    /// counts them (for editors).
-    pub fn block_tokens(&self) -> Vec<(&str, Option<usize>)> {
-        self.artifact
-            .blocks
-            .iter()
-            .zip(&self.static_blocks)
-            .map(|(b, s)| (b.name.as_str(), s.as_ref().map(|s| s.tokens)))
-            .collect()
-    }
-
-    /// Tokens of `text` with the pack's tokenizer.
-    pub fn tokens_of(&self, text: &str) -> usize {
-        match &self.artifact.budget {
-            Some(b) => self.count(b.tokenizer, text),
-            None => 0,
-        }
-    }
-
     /// What bucket assembly takes from the prepared pack.
     fn prepared(&self, pack_tokenizer: bool) -> assemble::Prepared<'_> {
         assemble::Prepared {
@@ -476,7 +448,7 @@ impl assemble::Counter for RunCounter<'_> {
 }
 
 /// Renders a template without interpolations.
-fn render_static(t: &crate::artifact::Template) -> String {
+pub(crate) fn render_static(t: &crate::artifact::Template) -> String {
     template::render(t, &Value::Null, "", &mut Vec::new())
 }
 

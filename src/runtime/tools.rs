@@ -85,7 +85,7 @@ impl PreparedTool {
 /// A tool's `tools` block: what its definition costs in a provider body, which sends
 /// the name, the description and the input schema. `NAME: DESCRIPTION` (or `NAME`
 /// without a description), then the schema as canonical JSON on its own line.
-fn block_text(tool: &crate::artifact::Tool) -> String {
+pub(crate) fn block_text(tool: &crate::artifact::Tool) -> String {
     let schema = crate::artifact::canonical_bytes(&tool.input);
     let schema = String::from_utf8_lossy(&schema);
     let head = if tool.description.is_empty() {
