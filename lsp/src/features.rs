@@ -56,19 +56,21 @@ pub fn code_lenses(
     tests: &(Vec<PathBuf>, BTreeMap<String, usize>),
 ) -> Vec<CodeLens> {
     let (files, counts) = tests;
-    let fallback = a
-        .checked()
-        .pack
-        .intents
-        .iter()
-        .find(|i| i.fallback)
-        .map(|i| i.name.clone());
+    let intents = &a.checked().pack.intents;
+    let fallback = intents.iter().find(|i| i.fallback).map(|i| i.name.clone());
+    let declared: Vec<&str> = intents.iter().map(|i| i.name.as_str()).collect();
     lenses
         .into_iter()
         .map(|l| {
             let mut cases = counts.get(&l.intent).copied().unwrap_or(0);
             if fallback.as_deref() == Some(l.intent.as_str()) {
-                cases += counts.get("").copied().unwrap_or(0);
+                // The fallback serves cases without an intent and those naming one
+                // the pack does not declare.
+                cases += counts
+                    .iter()
+                    .filter(|(name, _)| !declared.contains(&name.as_str()))
+                    .map(|(_, n)| n)
+                    .sum::<usize>();
             }
             let plural = |n: usize, one: &str, many: &str| {
                 if n == 1 {

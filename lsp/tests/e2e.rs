@@ -1276,6 +1276,17 @@ fn economics_structure_and_symbols() {
         "{title}"
     );
     assert_eq!(refund["command"]["command"], "ctxpack.runTests");
+    // The fallback intent counts its own cases and those naming an undeclared intent
+    // (one of each in the bundled tests).
+    let general = lenses
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["command"]["arguments"][0]["intent"] == "general")
+        .cloned()
+        .unwrap();
+    let title = general["command"]["title"].as_str().unwrap();
+    assert!(title.ends_with("· 2 test cases"), "{title}");
     let folds = c.request(
         "textDocument/foldingRange",
         json!({ "textDocument": { "uri": uri } }),
