@@ -14,7 +14,8 @@ use crate::registry::Registry;
 /// How to resolve imports and treat the lockfile.
 #[derive(Debug, Clone, Default)]
 pub struct BuildOptions {
-    /// `--registry DIR`; else `CTXPACK_REGISTRY`, else `.ctxpack/registry`.
+    /// `--registry DIR|oci://HOST/NAMESPACE`; else `CTXPACK_REGISTRY`, else
+    /// `.ctxpack/registry`.
     pub registry: Option<PathBuf>,
     /// Refuse to create or change `ctxpack.lock`.
     pub locked: bool,
@@ -86,7 +87,9 @@ pub fn build_file(path: &Path, options: &BuildOptions) -> Result<Built, BuildErr
     let built = build_source_with(&files::display(path), source, &registry, lock.as_ref())?;
     let deps = &built.artifact.dependencies;
     let current = lock.clone().unwrap_or_default();
-    let updated = current.with(deps);
+    let updated = current.with_digests(deps, |name, version| {
+        registry.resolved_digest(name, version)
+    });
     let changes = if lock.is_none() {
         !deps.is_empty()
     } else {

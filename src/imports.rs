@@ -22,6 +22,9 @@ pub enum LoadError {
     NotFound { available: Vec<String> },
     /// It exists but does not verify (hash mismatch, unknown format, bad JSON).
     Invalid(String),
+    /// `ctxpack.lock` pins the OCI manifest `locked`, and the version's tag now names
+    /// `found`: refused before anything was pulled.
+    Moved { locked: String, found: String },
 }
 
 /// Where imports come from: the registry, or anything else that holds artifacts.
@@ -31,6 +34,17 @@ pub trait PackSource {
     /// Where `name@version` is loaded from, for people (a registry file's path).
     fn location(&self, _name: &str, _version: &str) -> Option<String> {
         None
+    }
+
+    /// Loads `name@version` where `ctxpack.lock` pins the OCI manifest `digest`: a
+    /// source that knows manifests refuses another one ([`LoadError::Moved`]).
+    fn load_locked(
+        &self,
+        name: &str,
+        version: &str,
+        _digest: Option<&str>,
+    ) -> Result<Artifact, LoadError> {
+        self.load(name, version)
     }
 }
 
@@ -53,12 +67,25 @@ pub struct ImportedPack {
     pub artifact: Artifact,
 }
 
-/// `ctxpack.lock`: the hash of every resolved import, by `name@version`.
+/// `ctxpack.lock`: the hash of every resolved import, by `name@version`, and for
+/// one resolved from an OCI registry the digest of its manifest.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Lockfile {
     pub lockfile: u32,
-    pub packages: Vec<Dependency>,
+    pub packages: Vec<LockEntry>,
+}
+
+/// One locked pack. `digest` is written only when there is one, so a lockfile of
+/// directory-registry imports reads exactly as the artifact's dependencies do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockEntry {
+    pub name: String,
+    pub version: String,
+    pub hash: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 pub const LOCKFILE_NAME: &str = "ctxpack.lock";
@@ -80,22 +107,46 @@ impl Lockfile {
         }
     }
 
-    pub fn hash_of(&self, name: &str, version: &str) -> Option<&str> {
+    fn entry(&self, name: &str, version: &str) -> Option<&LockEntry> {
         self.packages
             .iter()
             .find(|p| p.name == name && p.version == version)
-            .map(|p| p.hash.as_str())
+    }
+
+    pub fn hash_of(&self, name: &str, version: &str) -> Option<&str> {
+        self.entry(name, version).map(|p| p.hash.as_str())
+    }
+
+    /// The OCI manifest digest recorded for `name@version`, if any.
+    pub fn digest_of(&self, name: &str, version: &str) -> Option<&str> {
+        self.entry(name, version).and_then(|p| p.digest.as_deref())
     }
 
     /// This lockfile with `deps` recorded (entries of other packs are kept).
     pub fn with(&self, deps: &[Dependency]) -> Lockfile {
-        let mut by_key: BTreeMap<(String, String), Dependency> = self
+        self.with_digests(deps, |_, _| None)
+    }
+
+    /// This lockfile with `deps` recorded, each with the manifest digest
+    /// `digest_of(name, version)` gives (imports resolved from an OCI registry).
+    pub fn with_digests(
+        &self,
+        deps: &[Dependency],
+        digest_of: impl Fn(&str, &str) -> Option<String>,
+    ) -> Lockfile {
+        let mut by_key: BTreeMap<(String, String), LockEntry> = self
             .packages
             .iter()
             .map(|d| ((d.name.clone(), d.version.clone()), d.clone()))
             .collect();
         for d in deps {
-            by_key.insert((d.name.clone(), d.version.clone()), d.clone());
+            let entry = LockEntry {
+                name: d.name.clone(),
+                version: d.version.clone(),
+                hash: d.hash.clone(),
+                digest: digest_of(&d.name, &d.version),
+            };
+            by_key.insert((d.name.clone(), d.version.clone()), entry);
         }
         Lockfile {
             lockfile: 1,
@@ -141,8 +192,24 @@ pub fn resolve(
             out.unresolved = true;
             continue;
         }
-        let artifact = match source.load(&decl.name, version) {
+        let locked_digest = lock.and_then(|l| l.digest_of(&decl.name, version));
+        let artifact = match source.load_locked(&decl.name, version, locked_digest) {
             Ok(a) => a,
+            Err(LoadError::Moved { locked, found }) => {
+                out.diagnostics.push(
+                    Diagnostic::new(
+                        "E0703",
+                        decl.name_span,
+                        format!("the tag of `{}@{version}` was moved since `ctxpack.lock` was written", decl.name),
+                    )
+                    .with_label("the tag names another manifest")
+                    .with_help(format!(
+                        "the lock pins manifest `{locked}`, the registry's tag now names `{found}`; a published version must never change — investigate before updating the lock"
+                    )),
+                );
+                out.unresolved = true;
+                continue;
+            }
             Err(LoadError::NotFound { available }) => {
                 let help = if available.is_empty() {
                     format!("no version of `{}` is published; publish it with `ctxpack publish`, or check `--registry`", decl.name)
@@ -236,14 +303,26 @@ pub fn resolve(
 impl PackSource for Registry {
     fn location(&self, name: &str, version: &str) -> Option<String> {
         let reference = PackRef::parse(&format!("{name}@{version}")).ok()?;
-        Some(self.path_of(&reference).display().to_string())
+        Some(self.location_of(&reference))
     }
 
     fn load(&self, name: &str, version: &str) -> Result<Artifact, LoadError> {
+        self.load_locked(name, version, None)
+    }
+
+    fn load_locked(
+        &self,
+        name: &str,
+        version: &str,
+        digest: Option<&str>,
+    ) -> Result<Artifact, LoadError> {
         let reference = PackRef::parse(&format!("{name}@{version}"))
             .map_err(|e| LoadError::Invalid(e.to_string()))?;
-        match Registry::load(self, &reference) {
+        match self.load_expecting(&reference, digest) {
             Ok(artifact) => Ok(artifact),
+            Err(RegistryError::TagMoved { locked, found, .. }) => {
+                Err(LoadError::Moved { locked, found })
+            }
             Err(RegistryError::NotFound { .. }) => Err(LoadError::NotFound {
                 available: self
                     .stored_versions(&reference.name)

@@ -24,6 +24,11 @@ use ctxpack::commands::{
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Reach this OCI registry host (`HOST` or `HOST:PORT`) over plain HTTP rather
+    /// than HTTPS; repeatable. Loopback hosts always are. Also
+    /// `CTXPACK_INSECURE_REGISTRIES` (comma-separated).
+    #[arg(long = "insecure-registry", value_name = "HOST", global = true)]
+    insecure_registry: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -182,6 +187,7 @@ fn main() {
             std::process::exit(exit::USAGE);
         }
     };
+    ctxpack::registry::allow_insecure(cli.insecure_registry.iter().cloned());
     let code = match &cli.command {
         Command::Check(args) => commands::check::run(args),
         Command::Build(args) => commands::build::run(args),

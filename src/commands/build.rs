@@ -18,8 +18,9 @@ pub struct BuildArgs {
     /// Indent the JSON for people. The hash is always over the canonical bytes.
     #[arg(long)]
     pub pretty: bool,
-    /// Registry to resolve imports from [default: $CTXPACK_REGISTRY or .ctxpack/registry].
-    #[arg(long, value_name = "DIR")]
+    /// Registry to resolve imports from, a directory or `oci://HOST[:PORT]/NAMESPACE`
+    /// [default: $CTXPACK_REGISTRY or .ctxpack/registry].
+    #[arg(long, value_name = "DIR|oci://…")]
     pub registry: Option<PathBuf>,
     /// Refuse to create or change `ctxpack.lock` (for CI).
     #[arg(long)]

@@ -31,8 +31,9 @@ pub struct CheckArgs {
     /// Fail (exit 1) on warnings too.
     #[arg(long)]
     pub deny_warnings: bool,
-    /// Registry to resolve imports from [default: $CTXPACK_REGISTRY or .ctxpack/registry].
-    #[arg(long, value_name = "DIR")]
+    /// Registry to resolve imports from, a directory or `oci://HOST[:PORT]/NAMESPACE`
+    /// [default: $CTXPACK_REGISTRY or .ctxpack/registry].
+    #[arg(long, value_name = "DIR|oci://…")]
     pub registry: Option<PathBuf>,
 }
 

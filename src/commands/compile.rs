@@ -3,9 +3,11 @@
 //! Files are JSON, or YAML when they end in `.yaml`/`.yml`. A missing, unreadable or
 //! unparseable file is exit 3; a well-formed file of the wrong shape is exit 4. `--pack`
 //! is an artifact file, or, when no such file exists, a registry reference
-//! `scope/name@version` resolved to `<registry>/<scope>/<name>/<version>.json` (registry
-//! from `--registry`, else `CTXPACK_REGISTRY`, else `.ctxpack/registry`). A reference
-//! without a version is refused (exit 4): packs are always pinned.
+//! `scope/name@version` resolved to `<registry>/<scope>/<name>/<version>.json` or, in an
+//! OCI registry, to the tag `version` (registry from `--registry`, else
+//! `CTXPACK_REGISTRY`, else `.ctxpack/registry`); `scope/name@sha256:…` names an OCI
+//! manifest. A reference without a version is refused (exit 4): packs are always
+//! pinned.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -16,7 +18,7 @@ use serde_json::Value;
 
 pub use super::error::CliError;
 use crate::artifact::{verify_bytes, Artifact};
-use crate::registry::{PackRef, Registry, RegistryError};
+use crate::registry::{PackRef, PinnedRef, Registry, RegistryError};
 use crate::runtime::render::{self, Refused};
 use crate::runtime::{decode_inputs, CompileError, CompileInputs, CompiledContext, PreparedPack};
 
@@ -68,8 +70,9 @@ pub struct CompileArgs {
     /// Print failures as one JSON object on stderr.
     #[arg(long)]
     pub json_errors: bool,
-    /// The registry directory for `scope/name@version` references.
-    #[arg(long)]
+    /// The registry for `scope/name@version` references: a directory or
+    /// `oci://HOST[:PORT]/NAMESPACE`.
+    #[arg(long, value_name = "DIR|oci://…")]
     pub registry: Option<PathBuf>,
     /// The `model` member of provider bodies; left out when not given.
     #[arg(long)]
@@ -265,13 +268,18 @@ pub fn load_pack(pack: &str, registry: &Registry) -> Result<Artifact, CliError> 
                 format!("pack `{pack}`: no such file"),
             ));
         }
-        return PackRef::parse(pack)
-            .and_then(|reference| registry.load(&reference))
+        return PinnedRef::parse(pack)
+            .and_then(|reference| registry.load_pinned(&reference))
             .map_err(|e| {
                 let kind = match &e {
                     RegistryError::Unpinned(_) => "unpinned_pack",
                     RegistryError::MalformedRef { .. } => "invalid_pack_reference",
-                    RegistryError::Signature(_) | RegistryError::TrustPolicy(_) => e.kind(),
+                    RegistryError::Signature(_)
+                    | RegistryError::TrustPolicy(_)
+                    | RegistryError::Remote { .. }
+                    | RegistryError::OciUnsupported(_)
+                    | RegistryError::InvalidLocation(_)
+                    | RegistryError::TagMoved { .. } => e.kind(),
                     e if e.exit_code() == 3 => "unreadable_input",
                     _ => "invalid_artifact",
                 };

@@ -35,9 +35,11 @@ pub enum FailOn {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct DiffArgs {
-    /// The old version: an artifact or `.ctxpack` source file, or `scope/name@version`.
+    /// The old version: an artifact or `.ctxpack` source file, or `scope/name@version`
+    /// (`scope/name@sha256:…` in an OCI registry).
     pub a: PathBuf,
-    /// The new version: an artifact or `.ctxpack` source file, or `scope/name@version`.
+    /// The new version: an artifact or `.ctxpack` source file, or `scope/name@version`
+    /// (`scope/name@sha256:…` in an OCI registry).
     pub b: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Human)]
@@ -45,8 +47,9 @@ pub struct DiffArgs {
     /// Exit 1 when the artifacts differ.
     #[arg(long)]
     pub exit_code: bool,
-    /// The registry for references [default: $CTXPACK_REGISTRY, else .ctxpack/registry].
-    #[arg(long, value_name = "DIR")]
+    /// The registry for references, a directory or `oci://HOST[:PORT]/NAMESPACE`
+    /// [default: $CTXPACK_REGISTRY, else .ctxpack/registry].
+    #[arg(long, value_name = "DIR|oci://…")]
     pub registry: Option<PathBuf>,
     /// Exit 1 when the change is of this kind: `weakened` gates a release on safety
     /// (a version bump that only tightens or rewords passes), `changed` on any change.

@@ -36,9 +36,9 @@ pub struct ExplainArgs {
     /// Output format of `--tools`.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
-    /// Registry to resolve the pack's imports from [default: $CTXPACK_REGISTRY or
-    /// .ctxpack/registry].
-    #[arg(long, value_name = "DIR")]
+    /// Registry to resolve the pack's imports from, a directory or
+    /// `oci://HOST[:PORT]/NAMESPACE` [default: $CTXPACK_REGISTRY or .ctxpack/registry].
+    #[arg(long, value_name = "DIR|oci://…")]
     pub registry: Option<PathBuf>,
 }
 

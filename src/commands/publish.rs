@@ -1,21 +1,23 @@
-//! `ctxpack publish ARTIFACT [--registry DIR]`: store a verified artifact in the
-//! registry under its own `scope/name@version`.
+//! `ctxpack publish ARTIFACT [--registry DIR|oci://HOST/NAMESPACE]`: store a verified
+//! artifact in the registry under its own `scope/name@version`.
 
 use std::path::PathBuf;
 
 use super::{exit, CliError};
-use crate::registry::{Publication, PublishOutcome, Registry, RegistryError};
+use crate::registry::{PinnedRef, Publication, PublishOutcome, Registry, RegistryError};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct PublishArgs {
     /// What to publish: an artifact (JSON, as `ctxpack build` writes it) or a `.ctxpack`
     /// source, which is built first.
     pub artifact: PathBuf,
-    /// The registry directory [default: $CTXPACK_REGISTRY, else .ctxpack/registry].
-    #[arg(long, value_name = "DIR")]
+    /// The registry: a directory or `oci://HOST[:PORT]/NAMESPACE` [default:
+    /// $CTXPACK_REGISTRY, else .ctxpack/registry].
+    #[arg(long, value_name = "DIR|oci://…")]
     pub registry: Option<PathBuf>,
     /// Sign the published version with this minisign secret key (the password, for an
-    /// encrypted key, from `CTXPACK_KEY_PASSWORD`); the signature is stored beside it.
+    /// encrypted key, from `CTXPACK_KEY_PASSWORD`); the signature is stored beside it
+    /// (in an OCI registry, as a referrer of its manifest).
     #[arg(long, value_name = "KEY")]
     pub sign: Option<PathBuf>,
     /// Print failures as one JSON object on stderr.
@@ -64,9 +66,19 @@ fn report(
     key: Option<&std::path::Path>,
 ) -> Result<(), CliError> {
     let p = result.map_err(|e| registry_error(&e))?;
+    let digest = p
+        .digest
+        .as_ref()
+        .map(|d| format!(", {d}"))
+        .unwrap_or_default();
     match p.outcome {
         PublishOutcome::Published => {
-            println!("published {} ({}) to {}", p.pack, p.hash, p.path.display())
+            println!(
+                "published {} ({}) to {}{digest}",
+                p.pack,
+                p.hash,
+                p.path.display()
+            )
         }
         PublishOutcome::AlreadyPublished => {
             println!(
@@ -76,13 +88,9 @@ fn report(
         }
     }
     if let Some(key) = key {
-        let bytes = std::fs::read(&p.path).map_err(|e| {
-            CliError::new(
-                "io_error",
-                exit::UNREADABLE,
-                format!("cannot read `{}`: {e}", p.path.display()),
-            )
-        })?;
+        let bytes = registry
+            .stored_bytes(&p.pack)
+            .map_err(|e| registry_error(&e))?;
         let signature = super::sign::signature_of(key, &bytes)?;
         registry
             .store_signature(&p.pack, &signature)
@@ -90,7 +98,7 @@ fn report(
         println!(
             "signed {} -> {}",
             p.pack,
-            registry.signature_path(&p.pack).display()
+            registry.signature_location(&PinnedRef::Version(p.pack.clone()))
         );
     }
     Ok(())

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::{exit, CliError};
 use crate::artifact::verify_bytes;
-use crate::registry::{PackRef, Registry};
+use crate::registry::{PinnedRef, Registry};
 use crate::signing;
 
 /// Arguments of `ctxpack keygen`.
@@ -26,14 +26,17 @@ pub struct KeygenArgs {
 /// Arguments of `ctxpack sign`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SignArgs {
-    /// A published version (`scope/name@version`) or an artifact file (the signature
-    /// is written beside it as `FILE.minisig`).
+    /// A published version (`scope/name@version`, or `scope/name@sha256:…` in an OCI
+    /// registry) or an artifact file (the signature
+    /// is written beside it as `FILE.minisig`; in an OCI registry it is stored as a
+    /// referrer of the version's manifest).
     pub artifact: String,
     /// The secret key (`ctxpack keygen` or `minisign -G` writes one).
     #[arg(long, value_name = "KEY")]
     pub key: PathBuf,
-    /// The registry directory [default: $CTXPACK_REGISTRY, else .ctxpack/registry].
-    #[arg(long, value_name = "DIR")]
+    /// The registry: a directory or `oci://HOST[:PORT]/NAMESPACE` [default:
+    /// $CTXPACK_REGISTRY, else .ctxpack/registry].
+    #[arg(long, value_name = "DIR|oci://…")]
     pub registry: Option<PathBuf>,
     /// Print failures as one JSON object on stderr.
     #[arg(long)]
@@ -157,29 +160,21 @@ fn sign_inner(args: &SignArgs) -> Result<(), CliError> {
         return Ok(());
     }
     let reference =
-        PackRef::parse(&args.artifact).map_err(|e| super::publish::registry_error(&e))?;
+        PinnedRef::parse(&args.artifact).map_err(|e| super::publish::registry_error(&e))?;
     let registry = Registry::open(crate::registry::resolve_root(
         args.registry.as_deref(),
         std::env::var_os(crate::registry::REGISTRY_ENV),
     ));
-    let stored = registry.path_of(&reference);
-    let bytes = std::fs::read(&stored).map_err(|e| {
-        CliError::new(
-            "not_found",
-            exit::UNREADABLE,
-            format!(
-                "`{reference}` is not in the registry (`{}`: {e})",
-                stored.display()
-            ),
-        )
-    })?;
+    let bytes = registry
+        .stored_bytes_pinned(&reference)
+        .map_err(|e| super::publish::registry_error(&e))?;
     let signature = signature_of(&args.key, &bytes)?;
     registry
-        .store_signature(&reference, &signature)
+        .store_signature_pinned(&reference, &signature)
         .map_err(|e| super::publish::registry_error(&e))?;
     println!(
         "signed {reference} -> {}",
-        registry.signature_path(&reference).display()
+        registry.signature_location(&reference)
     );
     Ok(())
 }

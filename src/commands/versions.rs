@@ -18,8 +18,9 @@ pub enum Format {
 pub struct VersionsArgs {
     /// The pack, `scope/name` (without a version).
     pub name: String,
-    /// The registry directory [default: $CTXPACK_REGISTRY, else .ctxpack/registry].
-    #[arg(long, value_name = "DIR")]
+    /// The registry: a directory or `oci://HOST[:PORT]/NAMESPACE` [default:
+    /// $CTXPACK_REGISTRY, else .ctxpack/registry].
+    #[arg(long, value_name = "DIR|oci://…")]
     pub registry: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Human)]

@@ -15,9 +15,15 @@
 //! Versions are immutable: publishing the same artifact again is a no-op, publishing a
 //! different one under an existing version is refused. Every artifact is verified
 //! before it is stored and again when it is loaded.
+//!
+//! A registry location may instead be an OCI registry, `oci://HOST[:PORT]/NAMESPACE`
+//! (see [`oci`]); every operation here then goes to it, with the same guarantees
+//! where OCI allows them (see `docs/registry.md`).
 
 mod fs;
+pub mod oci;
 mod pack_ref;
+mod remote;
 
 use crate::signing::TrustPolicy;
 use std::path::{Path, PathBuf};
@@ -26,7 +32,8 @@ use semver::Version;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use pack_ref::{PackName, PackRef};
+pub use oci::{allow_insecure, OciLocation};
+pub use pack_ref::{PackName, PackRef, PinnedRef};
 
 use crate::artifact::{canonical_bytes, verify_bytes, verify_value, Artifact, ArtifactError};
 
@@ -78,11 +85,30 @@ pub enum RegistryError {
     /// The trust policy in force cannot be read: nothing is loaded without it.
     #[error("{0}")]
     TrustPolicy(String),
+    /// An OCI registry could not be reached, or refused or failed a request.
+    #[error("OCI registry `{location}`: {message}")]
+    Remote { location: String, message: String },
+    /// An `oci://` location in a build without the `oci` feature.
+    #[error("`{0}` is an OCI registry, and this build of ctxpack has no OCI support (cargo feature `oci`)")]
+    OciUnsupported(String),
+    /// A registry location that is neither a directory nor a valid `oci://` one.
+    #[error("{0}")]
+    InvalidLocation(String),
+    /// The lockfile pins a manifest digest and the tag now names another manifest.
+    #[error(
+        "`{pack}` now names manifest `{found}`, but `ctxpack.lock` pins `{locked}`: the tag \
+         was moved; investigate before removing the entry from the lockfile"
+    )]
+    TagMoved {
+        pack: String,
+        locked: String,
+        found: String,
+    },
 }
 
 /// For a registry directory that does not exist: how to name another one.
 fn registry_hint(root: &Path) -> &'static str {
-    if root.is_dir() {
+    if root.is_dir() || root.to_string_lossy().starts_with(oci::SCHEME) {
         ""
     } else {
         " (there is no registry there: pass `--registry DIR` or set `CTXPACK_REGISTRY`)"
@@ -97,14 +123,19 @@ impl RegistryError {
     pub fn exit_code(&self) -> i32 {
         match self {
             RegistryError::Artifact(e) => e.exit_code(),
-            RegistryError::NotFound { .. } | RegistryError::Io { .. } => 3,
+            RegistryError::NotFound { .. }
+            | RegistryError::Io { .. }
+            | RegistryError::Remote { .. }
+            | RegistryError::OciUnsupported(_) => 3,
             RegistryError::Unpinned(_)
             | RegistryError::MalformedRef { .. }
             | RegistryError::Unpublishable(_)
             | RegistryError::VersionConflict { .. }
             | RegistryError::Corrupt { .. }
             | RegistryError::Signature(_)
-            | RegistryError::TrustPolicy(_) => 4,
+            | RegistryError::TrustPolicy(_)
+            | RegistryError::InvalidLocation(_)
+            | RegistryError::TagMoved { .. } => 4,
         }
     }
 
@@ -121,6 +152,10 @@ impl RegistryError {
             RegistryError::Io { .. } => "io_error",
             RegistryError::Signature(e) => e.kind,
             RegistryError::TrustPolicy(_) => "invalid_trust_policy",
+            RegistryError::Remote { .. } => "registry_unavailable",
+            RegistryError::OciUnsupported(_) => "oci_unsupported",
+            RegistryError::InvalidLocation(_) => "invalid_registry_location",
+            RegistryError::TagMoved { .. } => "tag_moved",
         }
     }
 }
@@ -139,8 +174,11 @@ pub struct Publication {
     pub outcome: PublishOutcome,
     pub pack: PackRef,
     pub hash: String,
-    /// Where the artifact is stored.
+    /// Where the artifact is stored: a file, or for an OCI registry
+    /// `oci://HOST/NAMESPACE/scope/name:version`.
     pub path: PathBuf,
+    /// For an OCI registry, the digest of the manifest the tag names.
+    pub digest: Option<String>,
 }
 
 /// `index.json`: one pack's versions, sorted by semver. Written as canonical JSON.
@@ -174,28 +212,58 @@ impl Index {
     }
 }
 
-/// A registry directory. Opening one touches nothing; `publish` creates directories as
-/// it needs them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A registry: a directory, or an OCI registry when the location is `oci://…`.
+/// Opening one touches nothing; `publish` creates directories as it needs them.
+#[derive(Debug, Clone)]
 pub struct Registry {
     root: PathBuf,
+    location: Location,
     /// The trust policy loads are held to: none, one, or one that could not be read
     /// (then every load fails).
     trust: Option<Result<std::sync::Arc<TrustPolicy>, String>>,
+    /// The manifest digests of the versions loaded from an OCI registry, by
+    /// `(name, version)`, for `ctxpack.lock`.
+    resolved:
+        std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<(String, String), String>>>,
 }
 
+/// What a registry location names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Location {
+    Dir,
+    Oci(OciLocation),
+    Invalid(String),
+}
+
+impl PartialEq for Registry {
+    fn eq(&self, other: &Registry) -> bool {
+        self.root == other.root && self.trust == other.trust
+    }
+}
+
+impl Eq for Registry {}
+
 impl Registry {
-    /// A registry without a trust policy.
+    /// A registry without a trust policy: the directory `root`, or the OCI registry
+    /// it names when it is `oci://HOST[:PORT]/NAMESPACE`.
     pub fn open(root: impl Into<PathBuf>) -> Registry {
+        let root = root.into();
+        let location = match OciLocation::parse(&root.to_string_lossy()) {
+            None => Location::Dir,
+            Some(Ok(loc)) => Location::Oci(loc),
+            Some(Err(reason)) => Location::Invalid(reason),
+        };
         Registry {
-            root: root.into(),
+            root,
+            location,
             trust: None,
+            resolved: Default::default(),
         }
     }
 
-    /// The registry a command should use: `--registry DIR` if given, else
-    /// `CTXPACK_REGISTRY` if set and not empty, else `.ctxpack/registry` relative to
-    /// the current directory; held to the trust policy of `$CTXPACK_TRUST` or
+    /// The registry a command should use (a directory or `oci://…`): `--registry` if
+    /// given, else `CTXPACK_REGISTRY` if set and not empty, else `.ctxpack/registry`
+    /// relative to the current directory; held to the trust policy of `$CTXPACK_TRUST` or
     /// `./ctxpack.trust.toml` when there is one.
     pub fn from_env_or(dir_flag: Option<&Path>) -> Registry {
         Registry::open(resolve_root(dir_flag, std::env::var_os(REGISTRY_ENV)))
@@ -212,16 +280,20 @@ impl Registry {
         self
     }
 
-    /// Where the signature of `pack` is (or would be) stored.
+    /// Where the signature of `pack` is (or would be) stored in a directory registry.
     pub fn signature_path(&self, pack: &PackRef) -> PathBuf {
         let mut name = self.path_of(pack).into_os_string();
         name.push(crate::signing::SIGNATURE_SUFFIX);
         PathBuf::from(name)
     }
 
-    /// Stores a signature of a published version (replacing an older one, as when a
-    /// key is rotated).
+    /// Stores a signature of a published version: in a directory beside it
+    /// (replacing an older one, as when a key is rotated), in an OCI registry as a
+    /// referrer of its manifest (beside older ones).
     pub fn store_signature(&self, pack: &PackRef, signature: &str) -> Result<(), RegistryError> {
+        if let Some(loc) = self.remote()? {
+            return remote::store_signature(loc, pack, signature);
+        }
         let path = self.signature_path(pack);
         let dir = self.pack_dir(&pack.name);
         let file_name = path
@@ -231,6 +303,18 @@ impl Registry {
         fs::write_atomic(&dir, &file_name, signature.as_bytes()).map_err(io_err("write", &path))
     }
 
+    /// The trust policy that covers `scope`, if any (an unreadable policy is an
+    /// error: nothing loads without it).
+    fn policy_for(&self, scope: &str) -> Result<Option<&TrustPolicy>, RegistryError> {
+        let Some(trust) = &self.trust else {
+            return Ok(None);
+        };
+        let policy = trust
+            .as_ref()
+            .map_err(|e| RegistryError::TrustPolicy(e.clone()))?;
+        Ok(policy.covers(scope).then_some(&**policy))
+    }
+
     /// Checks a loaded artifact against the trust policy.
     fn check_trust(
         &self,
@@ -238,13 +322,7 @@ impl Registry {
         artifact: &Artifact,
         bytes: &[u8],
     ) -> Result<(), RegistryError> {
-        let Some(trust) = &self.trust else {
-            return Ok(());
-        };
-        let policy = trust
-            .as_ref()
-            .map_err(|e| RegistryError::TrustPolicy(e.clone()))?;
-        if !policy.covers(pack.name.scope()) {
+        if self.policy_for(pack.name.scope())?.is_none() {
             return Ok(());
         }
         let path = self.signature_path(pack);
@@ -253,15 +331,38 @@ impl Registry {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(io_err("read", &path)(e)),
         };
+        self.check_signatures(artifact, bytes, signature.as_slice())
+    }
+
+    /// Holds an artifact to the trust policy of its scope: one of `signatures` must
+    /// satisfy it (none is `signature_missing`; when all fail, the first failure is
+    /// reported).
+    fn check_signatures(
+        &self,
+        artifact: &Artifact,
+        bytes: &[u8],
+        signatures: &[String],
+    ) -> Result<(), RegistryError> {
+        let scope = artifact.name.split('/').next().unwrap_or_default();
+        let Some(policy) = self.policy_for(scope)? else {
+            return Ok(());
+        };
         let hash = artifact.hash.as_deref().unwrap_or_default();
-        policy.check(
-            &artifact.name,
-            &artifact.version,
-            hash,
-            bytes,
-            signature.as_deref(),
-        )?;
-        Ok(())
+        let check =
+            |sig: Option<&str>| policy.check(&artifact.name, &artifact.version, hash, bytes, sig);
+        let mut first = None;
+        for signature in signatures {
+            match check(Some(signature)) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        match first {
+            Some(e) => Err(e.into()),
+            None => Ok(check(None)?),
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -310,6 +411,9 @@ impl Registry {
         // `verify_value` only succeeds with the hash filled in.
         let hash = artifact.hash.clone().unwrap_or_default();
         let pack = pack_ref_of(&artifact)?;
+        if let Some(loc) = self.remote()? {
+            return remote::publish(loc, pack, &bytes, hash);
+        }
         let dir = self.pack_dir(&pack.name);
         std::fs::create_dir_all(&dir).map_err(io_err("create", &dir))?;
 
@@ -343,6 +447,7 @@ impl Registry {
             pack,
             hash,
             path,
+            digest: None,
         })
     }
 
@@ -370,6 +475,10 @@ impl Registry {
     /// hash, or whose hash is not the one the index records, or which names another
     /// pack, is refused as corrupt.
     pub fn load(&self, pack: &PackRef) -> Result<Artifact, RegistryError> {
+        if let Some(loc) = self.remote()? {
+            let version = pack.version.to_string();
+            return self.load_remote(loc, &pack.name, &version, None);
+        }
         let path = self.path_of(pack);
         let Some(bytes) = read_optional(&path)? else {
             return Err(self.not_found(pack.to_string()));
@@ -407,6 +516,9 @@ impl Registry {
 
     /// The published versions of a pack with their hashes, sorted by semver.
     pub fn versions(&self, name: &PackName) -> Result<Vec<(Version, String)>, RegistryError> {
+        if let Some(loc) = self.remote()? {
+            return remote::versions(self, loc, name);
+        }
         let index = self
             .read_index(name)?
             .ok_or_else(|| self.not_found(name.to_string()))?;
@@ -424,6 +536,9 @@ impl Registry {
     /// from the directory rather than the index and not verified: for telling a user
     /// which versions exist, including in registries assembled by hand.
     pub fn stored_versions(&self, name: &PackName) -> Result<Vec<Version>, RegistryError> {
+        if let Some(loc) = self.remote()? {
+            return remote::tag_versions(loc, name).map(Option::unwrap_or_default);
+        }
         let dir = self.pack_dir(name);
         match version_files(&dir) {
             Err(RegistryError::Io { source, .. })
@@ -437,6 +552,13 @@ impl Registry {
 
     /// A pack's index, or `None` when the pack has never been published.
     pub fn read_index(&self, name: &PackName) -> Result<Option<Index>, RegistryError> {
+        if self.remote()?.is_some() {
+            return match self.versions(name) {
+                Ok(versions) => Ok(Some(Index::new(name.to_string(), versions))),
+                Err(RegistryError::NotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
+            };
+        }
         let path = self.pack_dir(name).join(INDEX_FILE);
         let Some(bytes) = read_optional(&path)? else {
             return Ok(None);

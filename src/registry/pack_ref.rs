@@ -118,6 +118,52 @@ impl FromStr for PackRef {
     }
 }
 
+/// A reference pinned by version or, for OCI registries, by manifest digest:
+/// `scope/name@1.2.3` or `scope/name@sha256:<64 hex digits>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum PinnedRef {
+    Version(PackRef),
+    Digest { name: PackName, digest: String },
+}
+
+impl PinnedRef {
+    /// Parses either form; everything else is refused as [`PackRef::parse`] refuses it.
+    pub fn parse(input: &str) -> Result<PinnedRef, RegistryError> {
+        match input.split_once('@') {
+            Some((name, digest)) if digest.starts_with("sha256:") => {
+                let name = PackName::parse(name).map_err(|_| malformed(input, NAME_RULE))?;
+                if !super::oci::valid_digest(digest) {
+                    return Err(malformed(
+                        input,
+                        "a digest is `sha256:` and 64 lowercase hexadecimal digits",
+                    ));
+                }
+                Ok(PinnedRef::Digest {
+                    name,
+                    digest: digest.to_owned(),
+                })
+            }
+            _ => PackRef::parse(input).map(PinnedRef::Version),
+        }
+    }
+
+    pub fn name(&self) -> &PackName {
+        match self {
+            PinnedRef::Version(r) => &r.name,
+            PinnedRef::Digest { name, .. } => name,
+        }
+    }
+}
+
+impl fmt::Display for PinnedRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PinnedRef::Version(r) => r.fmt(f),
+            PinnedRef::Digest { name, digest } => write!(f, "{name}@{digest}"),
+        }
+    }
+}
+
 const NAME_RULE: &str = "a pack name is `scope/name`, each part `[a-z0-9][a-z0-9-]*`";
 
 fn malformed(input: &str, reason: &str) -> RegistryError {
@@ -176,6 +222,21 @@ mod tests {
         }
         let err = PackRef::parse("acme/support@^1.2").unwrap_err();
         assert!(err.to_string().contains("version range"), "{err}");
+    }
+
+    #[test]
+    fn digest_references() {
+        let digest = format!("sha256:{}", "0123456789abcdef".repeat(4));
+        let r = PinnedRef::parse(&format!("acme/support@{digest}")).unwrap();
+        assert!(matches!(&r, PinnedRef::Digest { digest: d, .. } if *d == digest));
+        assert_eq!(r.to_string(), format!("acme/support@{digest}"));
+        assert!(matches!(
+            PinnedRef::parse("acme/support@1.0.0").unwrap(),
+            PinnedRef::Version(_)
+        ));
+        for bad in ["acme/support@sha256:abc", "acme/support", "Acme/x@sha256:"] {
+            assert_eq!(PinnedRef::parse(bad).unwrap_err().exit_code(), 4, "{bad}");
+        }
     }
 
     #[test]
