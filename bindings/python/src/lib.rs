@@ -10,7 +10,7 @@ mod convert;
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -327,7 +327,8 @@ impl Pack {
         let evidence = optional_document(py, evidence, "evidence")?;
         let memory = optional_document(py, memory, "memory")?;
         let compiled = py.detach(|| {
-            decode_inputs(run, request, evidence, memory).and_then(|inputs| pack.compile(&inputs))
+            decode_inputs(run, request, evidence, memory)
+                .and_then(|inputs| pack.compile_canonical(&inputs))
         });
         compiled
             .map(Compiled::new)
@@ -362,7 +363,7 @@ fn fast_path(
     request: &Bound<'_, PyAny>,
     evidence: Option<&Bound<'_, PyAny>>,
     memory: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Option<Result<CompiledContext, CompileError>>> {
+) -> PyResult<Option<Result<(CompiledContext, Vec<u8>), CompileError>>> {
     let (Some(run), Some(request), Some(evidence), Some(memory)) = (
         text(run)?,
         text(request)?,
@@ -378,7 +379,7 @@ fn fast_path(
             evidence.as_ref().map(Text::bytes),
             memory.as_ref().map(Text::bytes),
         )
-        .map(|inputs| pack.compile(&inputs))
+        .map(|inputs| pack.compile_canonical(&inputs))
     }))
 }
 
@@ -386,21 +387,19 @@ fn fast_path(
 #[pyclass(module = "ctxpack", frozen, name = "CompiledContext")]
 struct Compiled {
     cc: CompiledContext,
-    bytes: OnceLock<Vec<u8>>,
+    /// The canonical envelope.
+    bytes: Vec<u8>,
     envelope: PyOnceLock<Py<PyAny>>,
 }
 
 impl Compiled {
-    fn new(cc: CompiledContext) -> Compiled {
+    /// A compile and its canonical bytes (serialized once, with the ledger hash).
+    fn new((cc, canonical): (CompiledContext, Vec<u8>)) -> Compiled {
         Compiled {
             cc,
-            bytes: OnceLock::new(),
+            bytes: canonical,
             envelope: PyOnceLock::new(),
         }
-    }
-
-    fn canonical(&self) -> &[u8] {
-        self.bytes.get_or_init(|| self.cc.canonical_bytes())
     }
 }
 
@@ -412,7 +411,7 @@ fn refused_body(py: Python<'_>, e: RefusedBody) -> PyErr {
 impl Compiled {
     /// The canonical envelope: byte for byte what `ctxpack compile` prints.
     fn to_json<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, self.canonical())
+        PyBytes::new(py, &self.bytes)
     }
 
     /// The envelope as Python objects (built on first access, then shared).
