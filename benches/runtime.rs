@@ -14,12 +14,7 @@ fn benches(c: &mut Criterion) {
         return;
     };
 
-    let mut g = c.benchmark_group("tokenizer");
-    g.sample_size(10);
-    g.bench_function("o200k_construction", |b| {
-        b.iter(|| tiktoken_rs::o200k_base().map(|e| e.encode_ordinary("x").len()))
-    });
-    g.finish();
+    // Construction happens once per process; `examples/bench_report` times it.
     tokens::warm(Tokenizer::O200k);
 
     let mut g = c.benchmark_group("workload");

@@ -1,22 +1,25 @@
-//! Token counting for the pack's tokenizer: exact BPE counts with tiktoken-rs for
-//! `o200k` and `cl100k`, and `approx` (`ceil(utf8 bytes / 4)`).
+//! Token counting for the pack's tokenizer: exact BPE counts for `o200k` and `cl100k`,
+//! and `approx` (`ceil(utf8 bytes / 4)`).
+//!
+//! The BPE tokenizers are `bpe-openai`'s: the same vocabularies and pre-tokenization as
+//! OpenAI's tiktoken, so the same counts (`tests/tokenizer_parity.rs` holds them to
+//! tiktoken's on the reference workload and on adversarial texts), built faster and
+//! counting faster, with a pre-tokenizer on finite automata that cannot backtrack.
 //!
 //! This module owns the only process-wide state of the toolchain: the lazily built BPE
-//! encoders. Building one takes 60–145 ms, so each is built once, on first use, and
-//! shared by every thread. The encoders are immutable once built, so sharing them does
-//! not make any result depend on what ran before.
+//! encoders. Each is built once, on first use, and shared by every thread. The encoders
+//! are immutable once built, so sharing them does not make any result depend on what
+//! ran before.
 //!
-//! Counting always uses *ordinary* encoding: special-token text such as
-//! `<|endoftext|>` inside caller content counts as the plain text it is, never as a
-//! control token.
+//! Counting is *ordinary* encoding: special-token text such as `<|endoftext|>` inside
+//! caller content counts as the plain text it is, never as a control token.
 //!
 //! Counts are cached by the runtime's prepared pack (see `runtime::PreparedPack`), so
 //! repeated evidence is not re-tokenized.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::OnceLock;
 
-use tiktoken_rs::CoreBPE;
+use bpe_openai::Tokenizer as Bpe;
 
 pub use crate::artifact::Tokenizer;
 
@@ -24,22 +27,16 @@ pub use crate::artifact::Tokenizer;
 /// the rest of the toolchain uses.
 pub type TokenizerKind = Tokenizer;
 
-/// Pieces longer than this are tokenized in chunks if the BPE regex gives up on them.
+/// Pieces longer than this are tokenized in chunks if the encoder fails on them.
 /// See [`encode`].
 const FALLBACK_CHUNK_BYTES: usize = 4096;
 
-fn encoder(kind: Tokenizer) -> Option<&'static CoreBPE> {
-    static O200K: OnceLock<CoreBPE> = OnceLock::new();
-    static CL100K: OnceLock<CoreBPE> = OnceLock::new();
+fn encoder(kind: Tokenizer) -> Option<&'static Bpe> {
     // The vocabularies are compiled into the binary, so building an encoder depends on
-    // no input and cannot fail short of a broken build; a panic here is a build bug.
+    // no input.
     match kind {
-        Tokenizer::O200k => Some(O200K.get_or_init(|| {
-            tiktoken_rs::o200k_base().expect("the embedded o200k vocabulary is valid")
-        })),
-        Tokenizer::Cl100k => Some(CL100K.get_or_init(|| {
-            tiktoken_rs::cl100k_base().expect("the embedded cl100k vocabulary is valid")
-        })),
+        Tokenizer::O200k => Some(bpe_openai::o200k_base()),
+        Tokenizer::Cl100k => Some(bpe_openai::cl100k_base()),
         Tokenizer::Approx => None,
     }
 }
@@ -48,25 +45,30 @@ fn encoder(kind: Tokenizer) -> Option<&'static CoreBPE> {
 /// start-up so that the first compile does not pay for it; benchmarks call it to
 /// measure construction apart from compiling.
 pub fn warm(kind: Tokenizer) {
-    let _ = encoder(kind);
+    if let Some(bpe) = encoder(kind) {
+        let _ = bpe.count("warm");
+    }
 }
 
-/// The token ids of `text`, or `None` if the BPE regex failed on it.
+/// The token ids of `text`, or `None` if the encoder failed on it.
 ///
-/// tiktoken's pre-tokenizer regex (fancy-regex) can run out of stack or backtracking
-/// budget on pathological input, such as a million `^` characters, and tiktoken-rs then
-/// panics. Evidence is untrusted, so we catch that panic instead of letting a crafted
-/// document bring the process down; callers fall back to chunked counting.
-fn encode(bpe: &CoreBPE, text: &str) -> Option<Vec<u32>> {
-    catch_unwind(AssertUnwindSafe(|| bpe.encode_ordinary(text))).ok()
+/// Evidence is untrusted: should the encoder ever panic on some input, the panic is
+/// caught here instead of bringing the process down, and callers fall back to chunked
+/// counting.
+fn encode(bpe: &Bpe, text: &str) -> Option<Vec<u32>> {
+    catch_unwind(AssertUnwindSafe(|| bpe.encode(text))).ok()
+}
+
+fn count_bpe(bpe: &Bpe, text: &str) -> Option<usize> {
+    catch_unwind(AssertUnwindSafe(|| bpe.count(text))).ok()
 }
 
 /// The number of tokens of `text` under `kind`.
 pub fn count(kind: Tokenizer, text: &str) -> usize {
     match encoder(kind) {
         None => approx_count(text),
-        Some(bpe) => match encode(bpe, text) {
-            Some(tokens) => tokens.len(),
+        Some(bpe) => match count_bpe(bpe, text) {
+            Some(n) => n,
             None => chunks(text).map(|c| count(kind, c)).sum(),
         },
     }
@@ -77,7 +79,7 @@ fn approx_count(text: &str) -> usize {
 }
 
 /// Splits `text` at char boundaries into pieces of at most [`FALLBACK_CHUNK_BYTES`]
-/// (a single char is never split). Only used when the regex failed on the whole text;
+/// (a single char is never split). Only used when the encoder failed on the whole text;
 /// the sum of the pieces' counts is then the count, which is deterministic, close to
 /// exact, and never smaller than the true count by more than one token per chunk.
 fn chunks(text: &str) -> impl Iterator<Item = &str> {
@@ -111,7 +113,7 @@ pub fn truncate_to(kind: Tokenizer, text: &str, max_tokens: usize) -> &str {
         return &text[..cut];
     };
     let Some(tokens) = encode(bpe, text) else {
-        // The regex failed on the whole text; keep whole chunks while they fit.
+        // The encoder failed on the whole text; keep whole chunks while they fit.
         let mut used = 0;
         let mut end = 0;
         for chunk in chunks(text) {
@@ -135,10 +137,7 @@ pub fn truncate_to(kind: Tokenizer, text: &str, max_tokens: usize) -> &str {
         }
         // Ordinary encoding is a segmentation of the bytes, so the bytes of the first
         // `keep` tokens are exactly a prefix of `text`.
-        let bytes: usize = match bpe.decode_bytes(&tokens[..keep]) {
-            Ok(b) => b.len(),
-            Err(_) => return "",
-        };
+        let bytes: usize = tokens[..keep].iter().map(|&t| bpe.bpe.token_len(t)).sum();
         let mut cut = bytes.min(text.len());
         // A token may end inside a multi-byte character; back off to its start.
         while !text.is_char_boundary(cut) {

@@ -126,7 +126,7 @@ fn runtime_modules_have_no_import_cycle() {
 #[test]
 fn compile_reads_as_the_eight_stages() {
     let text = std::fs::read_to_string(src().join("runtime/mod.rs")).unwrap();
-    let start = text.find("pub fn compile(").unwrap();
+    let start = text.find("fn compile_stages(").unwrap();
     let body = &text[start..];
     let calls = [
         "intent::resolve(",

@@ -188,6 +188,10 @@ proptest! {
         };
         let b = &cc.budget_report;
         prop_assert_eq!(cc.canonical_bytes(), canonical_bytes(&cc.to_value()));
+        // Serialized once for the hash and the bytes: the same envelope, the same bytes.
+        let (again, bytes) = pack.compile_canonical(&inputs).expect("it compiled once");
+        prop_assert_eq!(&again, &cc);
+        prop_assert_eq!(bytes, cc.canonical_bytes());
         prop_assert!(b.allocations.values().sum::<u64>() <= b.available);
         prop_assert_eq!(b.available, b.total - b.fixed);
 

@@ -507,6 +507,16 @@ fn run_compile(
         } => decode_inputs(run, request, evidence, memory)
             .map_err(|e| Box::new((CliError::from(e), None)))?,
     };
+    if request.target == Target::Raw {
+        // The envelope serialized once, for its ledger hash and the body.
+        let (compiled, bytes) = prepared
+            .pack
+            .compile_canonical(&inputs)
+            .map_err(|e| Box::new((CliError::from(e), None)))?;
+        let body = String::from_utf8(bytes)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        return Ok((body, compiled));
+    }
     let compiled = prepared
         .pack
         .compile(&inputs)

@@ -248,7 +248,7 @@ pub(crate) fn build(parts: Parts<'_>) -> CompiledContext {
         session,
         ..
     } = parts;
-    let mut out = CompiledContext {
+    let out = CompiledContext {
         format: COMPILED_FORMAT.to_owned(),
         pack: PackRef {
             name: artifact.name.clone(),
@@ -307,7 +307,6 @@ pub(crate) fn build(parts: Parts<'_>) -> CompiledContext {
         context_ledger,
         session: session.as_ref().map(super::session::SessionStep::report),
     };
-    out.seal();
     out
 }
 
@@ -412,6 +411,10 @@ fn ledger(parts: &Parts<'_>) -> ContextLedger {
     }
 }
 
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    memchr::memmem::find(haystack, needle)
+}
+
 impl CompiledContext {
     /// The envelope as a JSON value.
     pub fn to_value(&self) -> Value {
@@ -445,6 +448,36 @@ impl CompiledContext {
         unsealed.write_canonical(&mut sink);
         json::Sink::put(&mut sink, b"\n");
         blake3_ref(&sink.finalize())
+    }
+
+    /// Computes and stores `context_ledger.hash`, and returns the canonical bytes,
+    /// serializing the envelope once: the bytes hashed are the canonical bytes without
+    /// `context_ledger.hash`, so the sealed bytes are those with the member put in its
+    /// place (between `evidence` and `inputs`, the ledger's keys being sorted).
+    pub(crate) fn seal_canonical(&mut self) -> Vec<u8> {
+        self.context_ledger.hash.clear();
+        let mut unsealed = Vec::with_capacity(64 * 1024);
+        self.write_canonical(&mut unsealed);
+        unsealed.push(b'\n');
+        let hash = blake3_ref(&blake3::hash(&unsealed));
+        // `"inputs":"blake3:` cannot occur inside a JSON string (its quotes would be
+        // escaped) nor as another member before the ledger's: the envelope's earlier
+        // members hold no string-valued `inputs` key.
+        let at = find(&unsealed, b"\"context_ledger\":{").and_then(|ledger| {
+            find(&unsealed[ledger..], b",\"inputs\":\"blake3:").map(|i| ledger + i)
+        });
+        self.context_ledger.hash = hash;
+        let Some(at) = at else {
+            // Unreachable for envelopes this module builds; never wrong regardless.
+            return self.canonical_bytes();
+        };
+        let member = format!(",\"hash\":\"{}\"", self.context_ledger.hash);
+        let mut sealed = Vec::with_capacity(unsealed.len() + member.len());
+        sealed.extend_from_slice(&unsealed[..at]);
+        sealed.extend_from_slice(member.as_bytes());
+        sealed.extend_from_slice(&unsealed[at..]);
+        debug_assert_eq!(sealed, self.canonical_bytes());
+        sealed
     }
 
     /// Computes and stores `context_ledger.hash`.

@@ -164,6 +164,34 @@ pub fn decode_inputs(
     })
 }
 
+/// [`decode_inputs`] straight from JSON text, without building a `Value` for each
+/// document first: the fast path for hosts that hold their inputs as JSON bytes
+/// (evidence lists run to hundreds of kilobytes). `None` on any failure, syntax or
+/// shape: the caller then parses the documents and calls [`decode_inputs`], which
+/// names the offending member. Whenever this succeeds, its result is exactly what
+/// that slower path gives (both use the same `Deserialize` impls on the same parser).
+pub fn decode_json_inputs(
+    run: &[u8],
+    request: &[u8],
+    evidence: Option<&[u8]>,
+    memory: Option<&[u8]>,
+) -> Option<CompileInputs> {
+    fn list<T: for<'de> Deserialize<'de>>(bytes: Option<&[u8]>) -> Option<Vec<T>> {
+        match bytes {
+            None => Some(Vec::new()),
+            Some(b) => serde_json::from_slice::<Option<Vec<T>>>(b)
+                .ok()
+                .map(Option::unwrap_or_default),
+        }
+    }
+    Some(CompileInputs {
+        run: serde_json::from_slice(run).ok()?,
+        request: serde_json::from_slice(request).ok()?,
+        evidence: list(evidence)?,
+        memory: list(memory)?,
+    })
+}
+
 /// Decodes one document; a shape error names the member it is about
 /// (`run.safety_mode: unknown variant ...`, `request.history[1].role: ...`).
 fn decode<T: for<'de> Deserialize<'de>>(path: &str, value: Value) -> Result<T, CompileError> {
@@ -248,6 +276,28 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("unknown variant `yolo`"), "{e}");
+    }
+
+    #[test]
+    fn the_json_fast_path_agrees_with_decode_inputs() {
+        let ev = json!([{"id": "a", "source": "s", "content": "c", "score": 1, "hops": null}]);
+        let mem = json!([{"id": "m", "content": "x", "promoted": true}]);
+        let text = |v: &Value| serde_json::to_vec(v).unwrap();
+        let fast = decode_json_inputs(
+            &text(&run()),
+            &text(&request()),
+            Some(&text(&ev)),
+            Some(&text(&mem)),
+        );
+        let slow = decode_inputs(run(), request(), Some(ev), Some(mem)).unwrap();
+        assert_eq!(fast, Some(slow));
+        // Nulls and absent lists are empty; any failure is left to the slow path.
+        let none = decode_json_inputs(&text(&run()), &text(&request()), Some(b"null"), None);
+        assert_eq!(none.map(|i| i.evidence.len()), Some(0));
+        assert!(decode_json_inputs(b"{", &text(&request()), None, None).is_none());
+        assert!(decode_json_inputs(&text(&run()), &text(&request()), Some(b"{}"), None).is_none());
+        let dup = br#"{"run_id": "r", "run_id": "s", "safety_mode": "supervised"}"#;
+        assert!(decode_json_inputs(dup, &text(&request()), None, None).is_none());
     }
 
     #[test]

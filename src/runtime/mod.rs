@@ -71,8 +71,8 @@ use crate::tokens::{self, Tokenizer};
 pub use envelope::*;
 pub use error::CompileError;
 pub use inputs::{
-    decode_inputs, CompileInputs, Evidence, InvokeRequest, MemoryItem, Role, RunBudget, RunContext,
-    RunUser, Turn,
+    decode_inputs, decode_json_inputs, CompileInputs, Evidence, InvokeRequest, MemoryItem, Role,
+    RunBudget, RunContext, RunUser, Turn,
 };
 use shared::StaticText;
 pub use tools::{CapabilityMetadata, ToolManifestEntry};
@@ -291,6 +291,26 @@ impl PreparedPack {
     /// Compiles one request: the eight stages of the runtime contract, in order, each
     /// in the module of its name. Pure and deterministic; see the module docs.
     pub fn compile(&self, inputs: &CompileInputs) -> Result<CompiledContext, CompileError> {
+        let mut compiled = self.compile_stages(inputs)?;
+        compiled.seal();
+        Ok(compiled)
+    }
+
+    /// [`Self::compile`], also returning the envelope's canonical bytes (what
+    /// [`CompiledContext::canonical_bytes`] gives): the envelope is serialized once,
+    /// for both the ledger hash and the bytes, instead of twice. For hosts that send
+    /// or store the envelope.
+    pub fn compile_canonical(
+        &self,
+        inputs: &CompileInputs,
+    ) -> Result<(CompiledContext, Vec<u8>), CompileError> {
+        let mut compiled = self.compile_stages(inputs)?;
+        let bytes = compiled.seal_canonical();
+        Ok((compiled, bytes))
+    }
+
+    /// The eight stages, in order; the ledger hash is left to the caller.
+    fn compile_stages(&self, inputs: &CompileInputs) -> Result<CompiledContext, CompileError> {
         let (prompts, budget) = prompts_and_budget(&self.artifact)?;
         validate::validate_inputs(&self.schema, &self.bucket_names, inputs)?;
         let limits = budget::Limits::new(budget, &inputs.run);
