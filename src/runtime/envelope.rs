@@ -425,7 +425,7 @@ impl CompiledContext {
     /// The canonical bytes of the envelope (final newline included): what
     /// `ctxpack compile --target raw` prints.
     pub fn canonical_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(64 * 1024);
+        let mut out = Vec::with_capacity(self.size_hint());
         self.write_canonical(&mut out);
         out.push(b'\n');
         out
@@ -456,7 +456,8 @@ impl CompiledContext {
     /// place (between `evidence` and `inputs`, the ledger's keys being sorted).
     pub(crate) fn seal_canonical(&mut self) -> Vec<u8> {
         self.context_ledger.hash.clear();
-        let mut unsealed = Vec::with_capacity(64 * 1024);
+        let member_len = ",\"hash\":\"\"".len() + 7 + 64;
+        let mut unsealed = Vec::with_capacity(self.size_hint() + member_len);
         self.write_canonical(&mut unsealed);
         unsealed.push(b'\n');
         let hash = blake3_ref(&blake3::hash(&unsealed));
@@ -472,12 +473,25 @@ impl CompiledContext {
             return self.canonical_bytes();
         };
         let member = format!(",\"hash\":\"{}\"", self.context_ledger.hash);
-        let mut sealed = Vec::with_capacity(unsealed.len() + member.len());
-        sealed.extend_from_slice(&unsealed[..at]);
-        sealed.extend_from_slice(member.as_bytes());
-        sealed.extend_from_slice(&unsealed[at..]);
+        // In place: only the members after the ledger move.
+        let mut sealed = unsealed;
+        sealed.splice(at..at, member.bytes());
         debug_assert_eq!(sealed, self.canonical_bytes());
         sealed
+    }
+
+    /// About the size of the canonical bytes, so that they are written without
+    /// growing the buffer: the prompt's texts (escaping may lengthen them) plus room
+    /// for the manifests and the ledger.
+    fn size_hint(&self) -> usize {
+        let p = &self.compiled_prompt;
+        let texts: usize = p.context_blocks.iter().map(|b| b.text.len()).sum::<usize>()
+            + p.system.len()
+            + p.task.len()
+            + p.message.len()
+            + p.developer.as_ref().map_or(0, String::len);
+        let items = self.context_ledger.evidence.len() + self.context_ledger.memory.len();
+        texts + texts / 8 + items * 256 + 64 * 1024
     }
 
     /// Computes and stores `context_ledger.hash`.
