@@ -359,6 +359,9 @@ impl Pack {
     }
 }
 
+/// A compile and its canonical bytes, or why it failed.
+type Compile = Result<(CompiledContext, Vec<u8>), CompileError>;
+
 /// Compiles straight from JSON text when every document is JSON text and decodes
 /// cleanly; `None` sends the caller down the general path, which parses each document
 /// and names what is wrong with it.
@@ -369,7 +372,7 @@ fn fast_path(
     request: &Bound<'_, PyAny>,
     evidence: Option<&Bound<'_, PyAny>>,
     memory: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Option<Result<(CompiledContext, Vec<u8>), CompileError>>> {
+) -> PyResult<Option<Compile>> {
     let (Some(run), Some(request), Some(evidence), Some(memory)) = (
         text(run)?,
         text(request)?,
