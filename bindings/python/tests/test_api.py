@@ -102,6 +102,31 @@ def test_shape_errors_and_unconvertible_objects(pack: ctxpack.Pack) -> None:
         compile_basic(pack, evidence="{}")  # JSON, but not a list
 
 
+def test_values_json_cannot_hold_are_refused_with_their_member(pack: ctxpack.Pack) -> None:
+    request = copy.deepcopy(BASIC["request"])
+    request["context"]["order"]["total"] = float("nan")
+    with pytest.raises(ctxpack.InvalidInput) as info:
+        compile_basic(pack, request=request)
+    assert info.value.path == "request.context.order.total"
+    looped: List[Any] = []
+    looped.append(looped)
+    request = copy.deepcopy(BASIC["request"])
+    request["context"]["flags"] = looped
+    with pytest.raises(ctxpack.InvalidInput) as info:
+        compile_basic(pack, request=request)
+    assert "nested deeper" in info.value.message
+    for bad in ({1: "x"}, 2**70):
+        request = copy.deepcopy(BASIC["request"])
+        request["context"]["user"] = bad
+        with pytest.raises(ctxpack.InvalidInput):
+            compile_basic(pack, request=request)
+    # Tuples are lists; JSON text with a byte-order mark is still JSON.
+    evidence = tuple(BASIC.get("evidence", []))
+    assert compile_basic(pack, evidence=evidence).to_json() == compile_basic(pack).to_json()
+    bom = b"\xef\xbb\xbf" + json.dumps(BASIC["run"]).encode()
+    assert compile_basic(pack, run=bom).to_json() == compile_basic(pack).to_json()
+
+
 def test_unparseable_json_text_is_unreadable(pack: ctxpack.Pack) -> None:
     with pytest.raises(ctxpack.Unreadable) as info:
         compile_basic(pack, run=b'{"run_id": ')
