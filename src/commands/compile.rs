@@ -270,21 +270,7 @@ pub fn load_pack(pack: &str, registry: &Registry) -> Result<Artifact, CliError> 
         }
         return PinnedRef::parse(pack)
             .and_then(|reference| registry.load_pinned(&reference))
-            .map_err(|e| {
-                let kind = match &e {
-                    RegistryError::Unpinned(_) => "unpinned_pack",
-                    RegistryError::MalformedRef { .. } => "invalid_pack_reference",
-                    RegistryError::Signature(_)
-                    | RegistryError::TrustPolicy(_)
-                    | RegistryError::Remote { .. }
-                    | RegistryError::OciUnsupported(_)
-                    | RegistryError::InvalidLocation(_)
-                    | RegistryError::TagMoved { .. } => e.kind(),
-                    e if e.exit_code() == 3 => "unreadable_input",
-                    _ => "invalid_artifact",
-                };
-                CliError::new(kind, e.exit_code(), e.to_string())
-            });
+            .map_err(registry_load_error);
     }
     let bytes = crate::source::read_bytes(path)
         .map_err(|message| CliError::new("unreadable_input", 3, message))?;
@@ -304,6 +290,24 @@ pub fn load_pack(pack: &str, registry: &Registry) -> Result<Artifact, CliError> 
             CliError::new(kind, code, message)
         })?;
     Ok(artifact)
+}
+
+/// The failure `compile --pack scope/name@version` reports for a registry load that
+/// failed; hosts that load by reference (the Python package) report the same.
+pub fn registry_load_error(e: RegistryError) -> CliError {
+    let kind = match &e {
+        RegistryError::Unpinned(_) => "unpinned_pack",
+        RegistryError::MalformedRef { .. } => "invalid_pack_reference",
+        RegistryError::Signature(_)
+        | RegistryError::TrustPolicy(_)
+        | RegistryError::Remote { .. }
+        | RegistryError::OciUnsupported(_)
+        | RegistryError::InvalidLocation(_)
+        | RegistryError::TagMoved { .. } => e.kind(),
+        e if e.exit_code() == 3 => "unreadable_input",
+        _ => "invalid_artifact",
+    };
+    CliError::new(kind, e.exit_code(), e.to_string())
 }
 
 /// The human summary printed by `--explain`: who asked for what first (the run's

@@ -27,10 +27,10 @@ use serde_json::Value;
 use ctxpack::artifact::{verify_bytes, Artifact};
 use ctxpack::build::{BuildError, BuildOptions};
 use ctxpack::commands::build::build_error;
-use ctxpack::commands::compile::{load_pack, CliError};
+use ctxpack::commands::compile::{load_pack, registry_load_error, CliError};
 use ctxpack::diagnostic::{FileReport, Located};
 use ctxpack::imports::Lockfile;
-use ctxpack::registry::{PackRef, Registry, RegistryError};
+use ctxpack::registry::{PinnedRef, Registry};
 use ctxpack::runtime::render::{self, Refused as RefusedBody};
 use ctxpack::runtime::{
     decode_inputs, decode_json_inputs, CompileError, CompiledContext, PreparedPack,
@@ -187,18 +187,6 @@ fn registry_for(registry: Option<&Bound<'_, PyAny>>) -> PyResult<Registry> {
     Ok(Registry::from_env_or(dir.as_deref()))
 }
 
-/// The error `compile --pack scope/name@version` reports for a failed registry load.
-fn registry_error(e: RegistryError) -> CliError {
-    let kind = match &e {
-        RegistryError::Unpinned(_) => "unpinned_pack",
-        RegistryError::MalformedRef { .. } => "invalid_pack_reference",
-        RegistryError::Signature(_) | RegistryError::TrustPolicy(_) => e.kind(),
-        e if e.exit_code() == 3 => "unreadable_input",
-        _ => "invalid_artifact",
-    };
-    CliError::new(kind, e.exit_code(), e.to_string())
-}
-
 /// A pinned, verified pack, prepared to compile many requests.
 ///
 /// Load it once (`Pack.load`, `Pack.from_bytes`, `Pack.from_registry`) and call
@@ -284,8 +272,8 @@ impl Pack {
     ) -> PyResult<Pack> {
         let registry = registry_for(registry)?;
         let artifact = py
-            .detach(|| PackRef::parse(reference).and_then(|r| registry.load(&r)))
-            .map_err(|e| raise(py, &registry_error(e), None))?;
+            .detach(|| PinnedRef::parse(reference).and_then(|r| registry.load_pinned(&r)))
+            .map_err(|e| raise(py, &registry_load_error(e), None))?;
         Pack::prepare(py, artifact)
     }
 

@@ -215,6 +215,14 @@ def test_registry_references(cli: Path, artifact: Path, tmp_path: Path) -> None:
         ctxpack.Pack.from_registry(f"{pack.name}@9.9.9", registry=registry)
 
 
+def test_oci_locations_are_refused_clearly() -> None:
+    # The package is built without the OCI client: an OCI location is a clear error.
+    with pytest.raises(ctxpack.Error) as info:
+        ctxpack.Pack.from_registry("acme/x@1.0.0", registry="oci://127.0.0.1:9/acme")
+    assert info.value.kind == "oci_unsupported"
+    assert info.value.details["error"]["kind"] == "oci_unsupported"
+
+
 def test_one_pack_many_threads(pack: ctxpack.Pack) -> None:
     variants: List[Dict[str, Any]] = []
     for i in range(16):
