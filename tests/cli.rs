@@ -562,16 +562,17 @@ fn a_closed_stdout_ends_quietly() {
     use std::os::unix::process::ExitStatusExt;
     use std::process::Stdio;
     let bin = assert_cmd::cargo::cargo_bin("ctxpack");
-    let mut child = std::process::Command::new(bin)
+    // The read end is closed before the child starts, so its first write meets a closed
+    // pipe whatever the timing.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = std::process::Command::new(bin)
         .arg("explain")
         .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
+        .stdout(writer)
         .stderr(Stdio::piped())
-        .spawn()
+        .output()
         .unwrap();
-    // Close the read end before the child writes: its first write meets a closed pipe.
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
     const SIGPIPE: i32 = 13; // the same on Linux and macOS
