@@ -542,13 +542,8 @@ fn check(
     registry: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Vec<Diagnostic>> {
     let registry = registry_for(registry)?;
-    let lock_path = Lockfile::path_for(Path::new(path));
-    let lock = if lock_path.is_file() {
-        Lockfile::read(&lock_path)
-            .map_err(|e| raise(py, &CliError::new("unreadable_input", 3, e), None))?
-    } else {
-        None
-    };
+    let lock = Lockfile::read(&Lockfile::path_for(Path::new(path)))
+        .map_err(|e| raise(py, &CliError::new("unreadable_input", 3, e), None))?;
     let source = source.strip_prefix('\u{feff}').unwrap_or(source).to_owned();
     let report = py.detach(|| {
         let (checked, _) = ctxpack::check::check_source_with(&source, &registry, lock.as_ref());
