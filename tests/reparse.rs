@@ -102,3 +102,83 @@ fn edits_inside_items_are_incremental() {
     assert!(edits > 10);
     assert_eq!(incremental, edits);
 }
+
+/// The bundled packs and every fixture the policy analysis has something to say
+/// about (W0301–W0305, W0405).
+fn analysed_corpus() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut texts: Vec<String> = corpus().into_iter().take(3).collect();
+    let mut fixtures: Vec<_> = std::fs::read_dir(root.join("tests/fixtures/err"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "ctxpack")
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('7'))
+        })
+        .collect();
+    fixtures.sort();
+    for f in fixtures {
+        texts.push(std::fs::read_to_string(f).unwrap());
+    }
+    texts
+}
+
+/// Edits that keep a pack well-formed more often than [`SNIPPETS`] do: inside a
+/// string, a digit for a digit, a comment line.
+fn gentle_edit(text: &str, pick: usize, variant: usize) -> Option<(usize, usize, String)> {
+    match variant % 3 {
+        0 => {
+            let quotes: Vec<usize> = text.match_indices('"').map(|(i, _)| i + 1).collect();
+            let at = *quotes.get(pick % quotes.len().max(1))?;
+            Some((at, at, "z".to_owned()))
+        }
+        1 => {
+            let digits: Vec<usize> = text
+                .char_indices()
+                .filter(|(_, c)| c.is_ascii_digit())
+                .map(|(i, _)| i)
+                .collect();
+            let at = *digits.get(pick % digits.len().max(1))?;
+            Some((at, at + 1, ((pick % 9) + 1).to_string()))
+        }
+        _ => {
+            let lines: Vec<usize> = text.match_indices('\n').map(|(i, _)| i + 1).collect();
+            let at = *lines.get(pick % lines.len().max(1))?;
+            Some((at, at, "// note\n".to_owned()))
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, .. ProptestConfig::default() })]
+
+    /// The language server checks each edit from the previous analysis, reusing the
+    /// policy analysis when the edit leaves its input as it was: its diagnostics are
+    /// always those of a check from scratch.
+    #[test]
+    fn incremental_check_equals_full_check(doc in 0usize..64, picks in proptest::collection::vec((0usize..100_000, 0usize..6, 0usize..SNIPPETS.len()), 1..6)) {
+        let corpus = analysed_corpus();
+        let mut text = corpus[doc % corpus.len()].clone();
+        let mut analysis = ctxpack::ide::Analysis::new(text.clone());
+        for (pick, variant, snippet) in picks {
+            let (a, b, insert) = if variant < 5 {
+                match gentle_edit(&text, pick, variant) {
+                    Some(e) => e,
+                    None => continue,
+                }
+            } else {
+                let a = snap_to_boundary(&text, pick % (text.len() + 1));
+                (a, a, SNIPPETS[snippet].to_owned())
+            };
+            let mut new = text.clone();
+            new.replace_range(a..b, &insert);
+            let edited = analysis.edited(new.clone(), &ctxpack::imports::NoSource, None);
+            let fresh = ctxpack::ide::Analysis::new(new.clone());
+            prop_assert_eq!(edited.diagnostics(), fresh.diagnostics(), "after replacing {}..{} with {:?}", a, b, insert);
+            text = new;
+            analysis = edited;
+        }
+    }
+}

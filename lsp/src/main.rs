@@ -15,6 +15,12 @@ use std::path::PathBuf;
 
 use tower_lsp_server::{LspService, Server};
 
+/// Each analysis of a large pack allocates and frees hundreds of thousands of small
+/// values (its syntax tree, IR and diagnostics): mimalloc does that several times
+/// faster than the system allocator, which is time an edit waits for.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const USAGE: &str = "usage: ctxpack-lsp [--registry DIR] [--stdio]\n\n\
 The ctxpack language server. It speaks the Language Server Protocol on stdin/stdout.\n\n\
 Options:\n  --registry DIR  resolve imports from DIR [default: $CTXPACK_REGISTRY or .ctxpack/registry]\n  \

@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use ctxpack::diagnostic::{Diagnostic, Severity};
@@ -58,6 +59,9 @@ struct Doc {
     running: bool,
     /// The text changed since the running analysis took it.
     dirty: bool,
+    /// Raised when the text changes under the running analysis: it stops at its
+    /// next phase instead of finishing a check nobody will see.
+    stale: Arc<AtomicBool>,
 }
 
 impl Backend {
@@ -104,7 +108,8 @@ impl Inner {
         uri: &Uri,
         text: String,
         previous: Option<&Analysis>,
-    ) -> Analysis {
+        stale: &AtomicBool,
+    ) -> Option<Analysis> {
         let resolution = uri.to_file_path().map(|path| workspace.resolve(&path));
         let registry = resolution.as_ref().map(|r| r.registry());
         let lock = resolution.as_ref().and_then(|r| r.lock());
@@ -112,33 +117,40 @@ impl Inner {
             Some(r) => r,
             None => &ctxpack::imports::NoSource,
         };
-        guard(|| match previous {
-            Some(p) => p.edited(text.clone(), source, lock.as_ref()),
-            None => Analysis::with_imports(text.clone(), source, lock.as_ref()),
-        })
-        .unwrap_or_else(|| Analysis::unchecked(text))
+        match guard(|| match previous {
+            Some(p) => p
+                .edited_unless(text.clone(), source, lock.as_ref(), stale)
+                .ok(),
+            None => Some(Analysis::with_imports(text.clone(), source, lock.as_ref())),
+        }) {
+            Some(analysis) => analysis,
+            None => Some(Analysis::unchecked(text)),
+        }
     }
 
-    /// Analyses `text` off the message loop, from `previous` when there is one.
+    /// Analyses `text` off the message loop, from `previous` when there is one;
+    /// `None` when `stale` was raised before it finished.
     async fn analyze_blocking(
         self: &Arc<Self>,
         uri: &Uri,
         text: String,
         previous: Option<Arc<Analysis>>,
-    ) -> Analysis {
+        stale: Arc<AtomicBool>,
+    ) -> Option<Analysis> {
         let workspace = self.workspace();
         let uri2 = uri.clone();
         let fallback = text.clone();
         tokio::task::spawn_blocking(move || {
-            Inner::analyze(&workspace, &uri2, text, previous.as_deref())
+            Inner::analyze(&workspace, &uri2, text, previous.as_deref(), &stale)
         })
         .await
-        .unwrap_or_else(|_| Analysis::unchecked(fallback))
+        .unwrap_or_else(|_| Some(Analysis::unchecked(fallback)))
     }
 
     /// Marks a document changed and makes sure an analysis will pick the change up.
     fn schedule(self: &Arc<Self>, uri: &Uri, doc: &mut Doc) {
         doc.dirty = true;
+        doc.stale.store(true, Ordering::Relaxed);
         if !doc.running {
             doc.running = true;
             let inner = Arc::clone(self);
@@ -151,33 +163,43 @@ impl Inner {
     /// version's diagnostics.
     async fn analysis_task(self: Arc<Self>, uri: Uri) {
         loop {
-            let (text, version, previous) = {
+            let (text, version, previous, stale) = {
                 let mut docs = self.documents.lock().await;
                 let Some(doc) = docs.get_mut(&uri) else {
                     return;
                 };
                 doc.dirty = false;
+                doc.stale = Arc::new(AtomicBool::new(false));
                 let previous = doc.analyzed.map(|_| Arc::clone(&doc.analysis));
-                (doc.text.clone(), doc.version, previous)
+                (
+                    doc.text.clone(),
+                    doc.version,
+                    previous,
+                    Arc::clone(&doc.stale),
+                )
             };
             let tests_file = uri.path().as_str().ends_with(".tests.yaml");
             let (analysis, test_diagnostics) = if tests_file {
                 let diagnostics = self.lint_tests(&uri, &text).await;
                 (Arc::new(Analysis::unchecked(text)), Some(diagnostics))
             } else {
-                (
-                    Arc::new(self.analyze_blocking(&uri, text, previous).await),
-                    None,
-                )
+                match self.analyze_blocking(&uri, text, previous, stale).await {
+                    Some(analysis) => (Arc::new(analysis), None),
+                    None => continue, // stale: the newer text is next
+                }
             };
             let mut docs = self.documents.lock().await;
             let Some(doc) = docs.get_mut(&uri) else {
                 return; // closed meanwhile
             };
-            doc.analysis = Arc::clone(&analysis);
+            // The analysis it replaces is freed off this path: on a large pack that
+            // takes as long as checking a few items.
+            let replaced = std::mem::replace(&mut doc.analysis, Arc::clone(&analysis));
             doc.analyzed = Some(version);
             self.analyzed.notify_waiters();
             if doc.dirty {
+                drop(docs);
+                free_later(replaced);
                 continue; // superseded: analyse the newest text, publish nothing stale
             }
             doc.running = false;
@@ -186,6 +208,8 @@ impl Inner {
             self.client
                 .publish_diagnostics(uri, diagnostics, Some(version))
                 .await;
+            drop(docs);
+            free_later(replaced);
             return;
         }
     }
@@ -389,6 +413,11 @@ impl Inner {
 
 /// The `ctxpack.registry` setting, from `{"ctxpack": {"registry": ...}}` or
 /// `{"registry": ...}`.
+/// Drops an analysis on a blocking thread.
+fn free_later(analysis: Arc<Analysis>) {
+    tokio::task::spawn_blocking(move || drop(analysis));
+}
+
 fn registry_setting(settings: &Value) -> Option<Option<PathBuf>> {
     let section = settings.get("ctxpack").unwrap_or(settings);
     match section.get("registry")? {
@@ -659,6 +688,7 @@ impl LanguageServer for Backend {
             analyzed: None,
             running: false,
             dirty: false,
+            stale: Arc::new(AtomicBool::new(false)),
         });
         entry.text = doc.text;
         entry.version = doc.version;
@@ -881,7 +911,10 @@ impl LanguageServer for Backend {
         let edits = tokio::task::spawn_blocking(move || {
             guard(|| {
                 a2.rename_checked(offset, &name, &|text| {
-                    Inner::analyze(&workspace, &uri2, text, None)
+                    // Without a previous analysis nothing is given up.
+                    let never = AtomicBool::new(false);
+                    Inner::analyze(&workspace, &uri2, text, None, &never)
+                        .unwrap_or_else(|| Analysis::unchecked(String::new()))
                 })
             })
         })

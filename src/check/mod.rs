@@ -5,6 +5,7 @@
 mod budget;
 mod names;
 mod redactors;
+pub mod reuse;
 mod safety;
 
 pub use safety::{MAX_TOOL_NAME, TOOL_KINDS};
@@ -49,10 +50,81 @@ pub fn check_source_with(
 /// for a caller that parses incrementally ([`syntax::reparse`]).
 pub fn check_parsed_with(
     ast: crate::syntax::ast::File,
-    mut diagnostics: Vec<Diagnostic>,
+    diagnostics: Vec<Diagnostic>,
     source: &dyn crate::imports::PackSource,
     lock: Option<&crate::imports::Lockfile>,
 ) -> (Checked, Vec<crate::artifact::Dependency>) {
+    let (checked, dependencies, _) = check_parsed_keeping(ast, diagnostics, source, lock);
+    (checked, dependencies)
+}
+
+/// [`check_parsed_with`], also returning the policy analysis's own diagnostics
+/// (when it ran) for a later [`check_parsed_reusing`] to reuse.
+pub fn check_parsed_keeping(
+    ast: crate::syntax::ast::File,
+    diagnostics: Vec<Diagnostic>,
+    source: &dyn crate::imports::PackSource,
+    lock: Option<&crate::imports::Lockfile>,
+) -> Reusable {
+    let never = || Ok::<(), std::convert::Infallible>(());
+    match check_phases(ast, diagnostics, source, lock, None, &never) {
+        Ok(reusable) => reusable,
+        Err(never) => match never {},
+    }
+}
+
+/// An earlier check of the same file: its IR, what its policy analysis found (when
+/// it ran) and the edit from its text to the one being checked.
+pub struct Earlier<'a> {
+    pub pack: &'a Pack,
+    pub analysis: Option<&'a [Diagnostic]>,
+    pub edit: reuse::TextEdit,
+}
+
+/// A check given up because its `cancelled` flag was raised (its text is stale).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cancelled;
+
+/// The result of [`check_parsed_reusing`]: the check, the resolved dependencies and
+/// the policy analysis's own diagnostics (when it ran).
+pub type Reusable = (
+    Checked,
+    Vec<crate::artifact::Dependency>,
+    Option<Vec<Diagnostic>>,
+);
+
+/// [`check_parsed_with`], reusing what an `earlier` check found where the edit
+/// cannot have changed it (see [`reuse`]). The result is the same as without
+/// `earlier`. Also returns the policy analysis's diagnostics when it ran, for the
+/// next check to reuse. Between its phases it looks at `cancelled` and gives up
+/// once it is set.
+pub fn check_parsed_reusing(
+    ast: crate::syntax::ast::File,
+    diagnostics: Vec<Diagnostic>,
+    source: &dyn crate::imports::PackSource,
+    lock: Option<&crate::imports::Lockfile>,
+    earlier: Option<Earlier<'_>>,
+    cancelled: Option<&std::sync::atomic::AtomicBool>,
+) -> Result<Reusable, Cancelled> {
+    let stop = || {
+        if cancelled.is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed)) {
+            Err(Cancelled)
+        } else {
+            Ok(())
+        }
+    };
+    check_phases(ast, diagnostics, source, lock, earlier, &stop)
+}
+
+/// The phases of a check, asking `stop` between them.
+fn check_phases<E>(
+    ast: crate::syntax::ast::File,
+    mut diagnostics: Vec<Diagnostic>,
+    source: &dyn crate::imports::PackSource,
+    lock: Option<&crate::imports::Lockfile>,
+    earlier: Option<Earlier<'_>>,
+    stop: &dyn Fn() -> Result<(), E>,
+) -> Result<Reusable, E> {
     let own_name = ast
         .header
         .as_ref()
@@ -62,26 +134,63 @@ pub fn check_parsed_with(
     diagnostics.extend(resolution.diagnostics);
     let (pack, ir_diags) = ir::build(&ast, &resolution.imported, resolution.unresolved);
     diagnostics.extend(ir_diags);
-    run_checks(&pack, &mut diagnostics);
+    stop()?;
+    let analysis = run_checks_reusing(&pack, &mut diagnostics, earlier, stop)?;
     sort(&mut diagnostics);
-    (
+    Ok((
         Checked {
             ast,
             pack,
             diagnostics,
         },
         resolution.dependencies,
-    )
+        analysis,
+    ))
 }
 
 /// The checks that need the whole IR.
 pub fn run_checks(pack: &Pack, diagnostics: &mut Vec<Diagnostic>) {
+    let never = || Ok::<(), std::convert::Infallible>(());
+    match run_checks_reusing(pack, diagnostics, None, &never) {
+        Ok(_) => {}
+        Err(never) => match never {},
+    }
+}
+
+/// [`run_checks`], reusing the policy analysis of an `earlier` check when the edit
+/// left everything it reads as it was. Returns the policy analysis's diagnostics
+/// when it ran; `stop` is asked before the analysis.
+fn run_checks_reusing<E>(
+    pack: &Pack,
+    diagnostics: &mut Vec<Diagnostic>,
+    earlier: Option<Earlier<'_>>,
+    stop: &dyn Fn() -> Result<(), E>,
+) -> Result<Option<Vec<Diagnostic>>, E> {
     names::check(pack, diagnostics);
     safety::check(pack, diagnostics);
     budget::check(pack, diagnostics);
     redactors::check(pack, diagnostics);
     // Last: the policy analysis runs only on packs the checks above found no error in.
-    crate::analysis::check(pack, diagnostics);
+    if diagnostics.iter().any(Diagnostic::is_error) {
+        return Ok(None);
+    }
+    let reused = earlier.and_then(|e| {
+        let found = e.analysis?;
+        reuse::same_analysis_input(e.pack, pack, &e.edit)
+            .then(|| reuse::moved(found, &e.edit))
+            .flatten()
+    });
+    let found = match reused {
+        Some(found) => found,
+        None => {
+            stop()?;
+            let mut found = Vec::new();
+            crate::analysis::check(pack, &mut found);
+            found
+        }
+    };
+    diagnostics.extend(found.iter().cloned());
+    Ok(Some(found))
 }
 
 /// Source order; at one position, errors before warnings, then by code. The sort is

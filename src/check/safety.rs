@@ -22,10 +22,24 @@ pub const MAX_TOOL_NAME: usize = 64;
 pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
     let prohibited: HashSet<&str> = pack.prohibitions.iter().map(|p| p.name.as_str()).collect();
     intent_tools(pack, &prohibited, diags);
+    let permitted: HashSet<&str> = pack
+        .intents
+        .iter()
+        .flat_map(|i| i.tools.iter().map(|t| t.name.as_str()))
+        .collect();
+    let use_ = Use {
+        prohibited: &prohibited,
+        permitted: &permitted,
+        // A broken intent may permit any tool: W0401 would be a guess.
+        intent_broken: pack
+            .broken
+            .iter()
+            .any(|d| d.kind == crate::ir::SymbolKind::Intent),
+    };
     for tool in &pack.tools {
         risk_and_approval(tool, diags);
         kind_and_name(tool, diags);
-        description_and_use(pack, tool, &prohibited, diags);
+        description_and_use(pack, tool, &use_, diags);
     }
     approval_raises(pack, diags);
 }
@@ -166,13 +180,15 @@ fn kind_and_name(tool: &ToolIr, diags: &mut Vec<Diagnostic>) {
     }
 }
 
+/// What the pack's intents and prohibitions make of its tools, gathered once.
+struct Use<'a> {
+    prohibited: &'a HashSet<&'a str>,
+    permitted: &'a HashSet<&'a str>,
+    intent_broken: bool,
+}
+
 /// W0402 and W0401: a tool without a description, or that no intent permits.
-fn description_and_use(
-    pack: &Pack,
-    tool: &ToolIr,
-    prohibited: &HashSet<&str>,
-    diags: &mut Vec<Diagnostic>,
-) {
+fn description_and_use(pack: &Pack, tool: &ToolIr, use_: &Use<'_>, diags: &mut Vec<Diagnostic>) {
     if tool
         .description
         .as_deref()
@@ -188,18 +204,11 @@ fn description_and_use(
             .with_help("the model chooses tools by their description: add `description \"...\"`"),
         );
     }
-    let intent_broken = pack
-        .broken
-        .iter()
-        .any(|d| d.kind == crate::ir::SymbolKind::Intent);
     if !pack.library
-        && !intent_broken
+        && !use_.intent_broken
         && !pack.unresolved_imports
-        && !prohibited.contains(tool.name.as_str())
-        && !pack
-            .intents
-            .iter()
-            .any(|i| i.tools.iter().any(|t| t.name == tool.name))
+        && !use_.prohibited.contains(tool.name.as_str())
+        && !use_.permitted.contains(tool.name.as_str())
     {
         diags.push(
             Diagnostic::new(

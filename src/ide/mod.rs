@@ -83,6 +83,9 @@ pub struct Analysis {
     imports: Vec<ResolvedImport>,
     /// The parser's own diagnostics, for the next [`Analysis::edited`].
     parse_diagnostics: Vec<Diagnostic>,
+    /// What the policy analysis found, when it ran: the next [`Analysis::edited`]
+    /// reuses it when the edit leaves what it reads as it was.
+    policy_analysis: Option<Vec<Diagnostic>>,
     /// What the pack costs, computed on first request (see [`economics`]).
     economics: std::sync::OnceLock<economics::Economics>,
 }
@@ -106,15 +109,34 @@ impl Analysis {
     }
 
     /// The analysis of `text`, an edit of this analysis's text: only the items the
-    /// edit touches are parsed again ([`crate::syntax::reparse`]); the result is the
-    /// same as [`Analysis::with_imports`] of `text`.
+    /// edit touches are parsed again ([`crate::syntax::reparse`]), and the policy
+    /// analysis is reused when the edit leaves what it reads as it was
+    /// ([`crate::check::reuse`]); the result is the same as
+    /// [`Analysis::with_imports`] of `text`.
     pub fn edited(
         &self,
         text: impl Into<String>,
         source: &dyn PackSource,
         lock: Option<&Lockfile>,
     ) -> Self {
-        let text = text.into();
+        let never = std::sync::atomic::AtomicBool::new(false);
+        match self.edited_unless(text.into(), source, lock, &never) {
+            Ok(analysis) => analysis,
+            // The flag is never raised; a check from scratch is the same answer.
+            Err((text, _)) => Self::with_imports(text, source, lock),
+        }
+    }
+
+    /// [`Analysis::edited`], given up between its phases once `cancelled` is set
+    /// (the text is stale: a newer one waits). A cancelled analysis gives the text
+    /// back.
+    pub fn edited_unless(
+        &self,
+        text: String,
+        source: &dyn PackSource,
+        lock: Option<&Lockfile>,
+        cancelled: &std::sync::atomic::AtomicBool,
+    ) -> Result<Self, (String, crate::check::Cancelled)> {
         let (ast, parse_diagnostics) = crate::syntax::reparse(
             &self.text,
             &self.checked.ast,
@@ -122,7 +144,29 @@ impl Analysis {
             &text,
         )
         .unwrap_or_else(|| crate::syntax::parse(&text));
-        Self::from_parsed(text, ast, parse_diagnostics, source, lock)
+        let earlier = crate::check::Earlier {
+            pack: &self.checked.pack,
+            analysis: self.policy_analysis.as_deref(),
+            edit: crate::check::reuse::TextEdit::between(&self.text, &text),
+        };
+        let checked = crate::check::check_parsed_reusing(
+            ast,
+            parse_diagnostics.clone(),
+            source,
+            lock,
+            Some(earlier),
+            Some(cancelled),
+        );
+        match checked {
+            Ok(checked) => Ok(Self::from_reusable(
+                text,
+                checked,
+                parse_diagnostics,
+                source,
+                lock,
+            )),
+            Err(c) => Err((text, c)),
+        }
     }
 
     fn from_parsed(
@@ -132,8 +176,18 @@ impl Analysis {
         source: &dyn PackSource,
         lock: Option<&Lockfile>,
     ) -> Self {
-        let (checked, dependencies) =
-            crate::check::check_parsed_with(ast, parse_diagnostics.clone(), source, lock);
+        let checked =
+            crate::check::check_parsed_keeping(ast, parse_diagnostics.clone(), source, lock);
+        Self::from_reusable(text, checked, parse_diagnostics, source, lock)
+    }
+
+    fn from_reusable(
+        text: String,
+        (checked, dependencies, policy_analysis): crate::check::Reusable,
+        parse_diagnostics: Vec<Diagnostic>,
+        source: &dyn PackSource,
+        lock: Option<&Lockfile>,
+    ) -> Self {
         let imports = dependencies
             .into_iter()
             .map(|d| ResolvedImport {
@@ -151,6 +205,7 @@ impl Analysis {
         let mut analysis = Self::from_checked(text, checked);
         analysis.imports = imports;
         analysis.parse_diagnostics = parse_diagnostics;
+        analysis.policy_analysis = policy_analysis;
         analysis
     }
 
@@ -182,6 +237,7 @@ impl Analysis {
             occurrences,
             imports: Vec::new(),
             parse_diagnostics: Vec::new(),
+            policy_analysis: None,
             economics: std::sync::OnceLock::new(),
         }
     }

@@ -1,0 +1,256 @@
+//! Reusing the policy analysis of an earlier version of a file.
+//!
+//! The policy analysis ([`crate::analysis`]) is the costliest check and the one an
+//! edit least often concerns: it reads the pack's policies, intents, tools and
+//! context fields, but not descriptions, tasks, prompts, blocks or the budget. When
+//! an edit leaves everything the analysis reads as it was (the same values, at the
+//! same places once the edit's shift is undone), the earlier run's diagnostics are
+//! the answer, moved by the edit. [`same_analysis_input`] is that comparison; it is
+//! deliberately wider than what the analysis reads today, so that a later change to
+//! the analysis cannot make a reuse stale without a test noticing (the property test
+//! in `tests/reparse.rs` compares every incremental check with a full one).
+
+use crate::diagnostic::Diagnostic;
+use crate::ir::{
+    Definition, EffectIr, Field, IntentIr, NameRef, Pack, PolicyIr, TemplateIr, ToolIr,
+};
+use crate::span::Span;
+
+/// One replacement of text: `old[start..old_end]` became `new[start..new_end]`;
+/// what follows moved by `new_end - old_end` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TextEdit {
+    pub start: usize,
+    pub old_end: usize,
+    pub new_end: usize,
+}
+
+impl TextEdit {
+    /// The smallest replacement that turns `old` into `new`: what lies between their
+    /// common prefix and common suffix.
+    pub fn between(old: &str, new: &str) -> TextEdit {
+        let (a, b) = (old.as_bytes(), new.as_bytes());
+        let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+        let suffix = a[prefix..]
+            .iter()
+            .rev()
+            .zip(b[prefix..].iter().rev())
+            .take_while(|(x, y)| x == y)
+            .count();
+        TextEdit {
+            start: prefix,
+            old_end: a.len() - suffix,
+            new_end: b.len() - suffix,
+        }
+    }
+
+    /// Where a span of the old text is in the new one; `None` when it touches the
+    /// replaced text (its content may have changed).
+    pub fn forward(&self, s: Span) -> Option<Span> {
+        if s.end < self.start || (s.end == self.start && self.start < self.old_end) {
+            Some(s)
+        } else if s.start > self.old_end || (s.start == self.old_end && self.start < self.old_end) {
+            Some(Span::new(
+                s.start - self.old_end + self.new_end,
+                s.end - self.old_end + self.new_end,
+            ))
+        } else {
+            None
+        }
+    }
+
+    /// Does the span `new` (of the new text) stand where `old` (of the old text) did,
+    /// over the same text?
+    fn same_place(&self, old: Span, new: Span) -> bool {
+        self.forward(old) == Some(new)
+    }
+}
+
+/// Moves every span of `diagnostics` (of the old text) by `edit`; `None` when one of
+/// them touches the replaced text.
+pub fn moved(diagnostics: &[Diagnostic], edit: &TextEdit) -> Option<Vec<Diagnostic>> {
+    diagnostics
+        .iter()
+        .map(|d| {
+            let mut d = d.clone();
+            d.span = edit.forward(d.span)?;
+            for l in &mut d.labels {
+                l.span = edit.forward(l.span)?;
+            }
+            if let Some(s) = &mut d.suggestion {
+                s.span = edit.forward(s.span)?;
+            }
+            Some(d)
+        })
+        .collect()
+}
+
+/// Is everything the policy analysis may read the same in `new` (a pack of the new
+/// text) as in `old` (of the old text), spans moved by `edit` included?
+pub fn same_analysis_input(old: &Pack, new: &Pack, edit: &TextEdit) -> bool {
+    let e = edit;
+    old.name == new.name
+        && old.version == new.version
+        && old.library == new.library
+        && e.same_place(old.header_span, new.header_span)
+        && old.unresolved_imports == new.unresolved_imports
+        && old.unresolved_fields == new.unresolved_fields
+        && old.origins == new.origins
+        && old.prohibition_origins == new.prohibition_origins
+        && all(&old.broken, &new.broken, |a, b| definition(e, a, b))
+        && all(&old.fields, &new.fields, |a, b| field(e, a, b))
+        && all(&old.prohibitions, &new.prohibitions, |a, b| {
+            name_ref(e, a, b)
+        })
+        && all(&old.tools, &new.tools, |a, b| tool(e, a, b))
+        && all(&old.intents, &new.intents, |a, b| intent(e, a, b))
+        && all(&old.policies, &new.policies, |a, b| policy(e, a, b))
+}
+
+fn all<T>(a: &[T], b: &[T], same: impl Fn(&T, &T) -> bool) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same(x, y))
+}
+
+fn opt_place(e: &TextEdit, a: Option<Span>, b: Option<Span>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => e.same_place(a, b),
+        _ => false,
+    }
+}
+
+fn definition(e: &TextEdit, a: &Definition, b: &Definition) -> bool {
+    a.kind == b.kind && a.name == b.name && e.same_place(a.span, b.span)
+}
+
+fn name_ref(e: &TextEdit, a: &NameRef, b: &NameRef) -> bool {
+    a.name == b.name && e.same_place(a.span, b.span)
+}
+
+fn field(e: &TextEdit, a: &Field, b: &Field) -> bool {
+    a.path == b.path && a.ty == b.ty && a.optional == b.optional && e.same_place(a.span, b.span)
+}
+
+/// Descriptions and doc comments aside: the analysis says nothing about them.
+fn tool(e: &TextEdit, a: &ToolIr, b: &ToolIr) -> bool {
+    a.name == b.name
+        && e.same_place(a.name_span, b.name_span)
+        && a.kind == b.kind
+        && opt_place(e, a.kind_span, b.kind_span)
+        && a.risk.map(|r| r.0) == b.risk.map(|r| r.0)
+        && opt_place(e, a.risk.map(|r| r.1), b.risk.map(|r| r.1))
+        && a.approval.map(|r| r.0) == b.approval.map(|r| r.0)
+        && opt_place(e, a.approval.map(|r| r.1), b.approval.map(|r| r.1))
+        && a.input == b.input
+}
+
+/// Descriptions, tasks, budgets and doc comments aside.
+fn intent(e: &TextEdit, a: &IntentIr, b: &IntentIr) -> bool {
+    a.name == b.name
+        && e.same_place(a.name_span, b.name_span)
+        && a.fallback == b.fallback
+        && a.safety == b.safety
+        && all(&a.tools, &b.tools, |x, y| name_ref(e, x, y))
+}
+
+/// Doc comments aside.
+fn policy(e: &TextEdit, a: &PolicyIr, b: &PolicyIr) -> bool {
+    a.name == b.name
+        && e.same_place(a.name_span, b.name_span)
+        && a.priority == b.priority
+        && a.advisory == b.advisory
+        && a.when == b.when
+        && e.same_place(a.when_span, b.when_span)
+        && all(&a.effects, &b.effects, |x, y| effect(e, x, y))
+}
+
+fn effect(e: &TextEdit, a: &EffectIr, b: &EffectIr) -> bool {
+    match (a, b) {
+        (EffectIr::Refuse(x), EffectIr::Refuse(y))
+        | (EffectIr::Escalate(x), EffectIr::Escalate(y)) => x == y,
+        (EffectIr::RequireApproval(x), EffectIr::RequireApproval(y))
+        | (EffectIr::Deny(x), EffectIr::Deny(y))
+        | (EffectIr::Redact(x), EffectIr::Redact(y)) => all(x, y, |p, q| name_ref(e, p, q)),
+        (EffectIr::Instruct(x), EffectIr::Instruct(y)) => template(e, x, y),
+        _ => false,
+    }
+}
+
+fn template(e: &TextEdit, a: &TemplateIr, b: &TemplateIr) -> bool {
+    a.text == b.text && a.parts == b.parts && e.same_place(a.span, b.span)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_edit_is_what_lies_between_prefix_and_suffix() {
+        let e = TextEdit::between("abcdef", "abXYef");
+        assert_eq!((e.start, e.old_end, e.new_end), (2, 4, 4));
+        let e = TextEdit::between("aaa", "aaaa");
+        assert_eq!((e.start, e.old_end, e.new_end), (3, 3, 4));
+        let e = TextEdit::between("same", "same");
+        assert_eq!((e.start, e.old_end, e.new_end), (4, 4, 4));
+    }
+
+    #[test]
+    fn spans_move_unless_they_touch_the_edit() {
+        // "0123456789": "45" replaced by "xyz".
+        let e = TextEdit {
+            start: 4,
+            old_end: 6,
+            new_end: 7,
+        };
+        assert_eq!(e.forward(Span::new(0, 4)), Some(Span::new(0, 4)));
+        assert_eq!(e.forward(Span::new(6, 8)), Some(Span::new(7, 9)));
+        assert_eq!(e.forward(Span::new(3, 5)), None);
+        assert_eq!(e.forward(Span::new(5, 7)), None);
+        assert_eq!(e.forward(Span::new(0, 10)), None);
+        // An insertion at 4: a span ending there may grow, one starting there too.
+        let ins = TextEdit {
+            start: 4,
+            old_end: 4,
+            new_end: 5,
+        };
+        assert_eq!(ins.forward(Span::new(0, 4)), None);
+        assert_eq!(ins.forward(Span::new(4, 6)), None);
+        assert_eq!(ins.forward(Span::new(0, 3)), Some(Span::new(0, 3)));
+        assert_eq!(ins.forward(Span::new(5, 6)), Some(Span::new(6, 7)));
+    }
+
+    fn edited(text: &str, at: usize, old_len: usize, insert: &str) -> (Pack, Pack, TextEdit) {
+        let mut new = text.to_owned();
+        new.replace_range(at..at + old_len, insert);
+        let old = crate::check::check_source(text).pack;
+        let fresh = crate::check::check_source(&new).pack;
+        (old, fresh, TextEdit::between(text, &new))
+    }
+
+    const PACK: &str = include_str!("../../packs/support/support.ctxpack");
+
+    #[test]
+    fn a_description_comment_or_bucket_leaves_the_input_as_it_was() {
+        let at = PACK.find("description \"").unwrap() + 13;
+        let (old, new, edit) = edited(PACK, at, 0, "Quickly ");
+        assert!(same_analysis_input(&old, &new, &edit));
+        let at = PACK.find("\ntool ").unwrap() + 1;
+        let (old, new, edit) = edited(PACK, at, 0, "// a comment\n");
+        assert!(same_analysis_input(&old, &new, &edit));
+        // The budget is not the analysis's business.
+        let at = PACK.find("priority 90").unwrap() + 9;
+        let (old, new, edit) = edited(PACK, at, 2, "95");
+        assert!(same_analysis_input(&old, &new, &edit));
+    }
+
+    #[test]
+    fn a_priority_or_a_name_changes_the_input() {
+        let policy = PACK.find("\npolicy ").unwrap();
+        let at = policy + PACK[policy..].find("priority ").unwrap() + 9;
+        let (old, new, edit) = edited(PACK, at, 0, "1");
+        assert!(!same_analysis_input(&old, &new, &edit));
+        let at = PACK.find("\ntool ").unwrap() + 6;
+        let (old, new, edit) = edited(PACK, at, 0, "x");
+        assert!(!same_analysis_input(&old, &new, &edit));
+    }
+}
