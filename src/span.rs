@@ -60,12 +60,7 @@ pub struct LineCol {
 impl LineIndex {
     pub fn new(text: &str) -> Self {
         let mut starts = vec![0];
-        starts.extend(
-            text.bytes()
-                .enumerate()
-                .filter(|(_, b)| *b == b'\n')
-                .map(|(i, _)| i + 1),
-        );
+        starts.extend(memchr::memchr_iter(b'\n', text.as_bytes()).map(|i| i + 1));
         LineIndex {
             starts,
             len: text.len(),
@@ -119,15 +114,21 @@ impl LineIndex {
         }
         let start = self.starts[line];
         let end = self.starts.get(line + 1).map_or(self.len, |next| next - 1);
-        let mut units = 0usize;
-        for (i, ch) in text[start..end].char_indices() {
-            if units >= col as usize {
-                return start + i;
-            }
-            units += ch.len_utf16();
-        }
-        end
+        utf16_column(text, start, end, col)
     }
+}
+
+/// The byte offset of UTF-16 column `col` in the line `text[start..end]` (without
+/// its line end), clamped to `end`.
+pub fn utf16_column(text: &str, start: usize, end: usize, col: u32) -> usize {
+    let mut units = 0usize;
+    for (i, ch) in text[start..end].char_indices() {
+        if units >= col as usize {
+            return start + i;
+        }
+        units += ch.len_utf16();
+    }
+    end
 }
 
 /// The largest char boundary not after `offset`.

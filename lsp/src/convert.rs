@@ -2,7 +2,7 @@
 //! positions and ranges. All position arithmetic goes through [`Encoding`]: UTF-16
 //! code units (the protocol's default) or UTF-8 bytes when the client offers them.
 
-use ctxpack::span::{clamp_to_char_boundary, LineIndex, Span};
+use ctxpack::span::{clamp_to_char_boundary, utf16_column, LineIndex, Span};
 use tower_lsp_server::ls_types::{Position, Range};
 
 /// How the `character` of a position is counted, negotiated at `initialize`.
@@ -49,30 +49,49 @@ impl Text<'_> {
     /// The byte offset of a position; out-of-range positions are clamped to the end of
     /// their line or of the text.
     pub fn offset(&self, position: Position) -> usize {
-        match self.encoding {
-            Encoding::Utf16 => {
-                self.lines
-                    .offset_of_utf16(self.text, position.line, position.character)
-            }
-            Encoding::Utf8 => {
-                let line = position.line as usize;
-                if line >= self.lines.line_count() {
-                    return self.text.len();
-                }
-                let start = self.lines.line_start(line);
-                let end = if line + 1 < self.lines.line_count() {
-                    self.lines.line_start(line + 1).saturating_sub(1)
-                } else {
-                    self.text.len()
-                };
-                let offset = start.saturating_add(position.character as usize).min(end);
-                clamp_to_char_boundary(self.text, offset)
-            }
+        let line = position.line as usize;
+        if line >= self.lines.line_count() {
+            return self.text.len();
         }
+        let start = self.lines.line_start(line);
+        let end = if line + 1 < self.lines.line_count() {
+            self.lines.line_start(line + 1).saturating_sub(1)
+        } else {
+            self.text.len()
+        };
+        column(self.text, start, end, position.character, self.encoding)
     }
 
     pub fn span(&self, range: Range) -> Span {
         Span::new(self.offset(range.start), self.offset(range.end))
+    }
+}
+
+/// [`Text::offset`] without a line index: the line is found by scanning for line
+/// ends, which costs a fraction of building an index of a large text. For applying
+/// an edit to a document, whose text is about to change.
+pub fn offset_in(text: &str, position: Position, encoding: Encoding) -> usize {
+    let bytes = text.as_bytes();
+    let start = match position.line {
+        0 => 0,
+        n => match memchr::memchr_iter(b'\n', bytes).nth(n as usize - 1) {
+            Some(newline) => newline + 1,
+            None => return text.len(),
+        },
+    };
+    let end = memchr::memchr(b'\n', &bytes[start..]).map_or(text.len(), |i| start + i);
+    column(text, start, end, position.character, encoding)
+}
+
+/// The byte offset of `character` in the line `text[start..end]` (without its line
+/// end), clamped to the line's end.
+fn column(text: &str, start: usize, end: usize, character: u32, encoding: Encoding) -> usize {
+    match encoding {
+        Encoding::Utf16 => utf16_column(text, start, end, character),
+        Encoding::Utf8 => {
+            let offset = start.saturating_add(character as usize).min(end);
+            clamp_to_char_boundary(text, offset)
+        }
     }
 }
 
@@ -114,5 +133,28 @@ mod tests {
                 character: 3
             }
         );
+    }
+
+    #[test]
+    fn offsets_without_an_index_are_the_indexed_ones() {
+        let text = "a😀b\né\n\nxyz é😀\nlast";
+        let lines = LineIndex::new(text);
+        for encoding in [Encoding::Utf16, Encoding::Utf8] {
+            let t = Text {
+                text,
+                lines: &lines,
+                encoding,
+            };
+            for line in 0..7 {
+                for character in 0..9 {
+                    let p = Position { line, character };
+                    assert_eq!(
+                        offset_in(text, p, encoding),
+                        t.offset(p),
+                        "{encoding:?} {p:?}"
+                    );
+                }
+            }
+        }
     }
 }

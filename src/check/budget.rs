@@ -118,30 +118,7 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
                 );
             }
         }
-        let tokenizer = budget.tokenizer;
-        let count = |t: &Option<TemplateIr>| t.as_ref().map_or(0, |t| literal_tokens(tokenizer, t));
-        let fixed = count(&pack.system) + count(&pack.developer);
-        let longest = pack
-            .intents
-            .iter()
-            .map(|i| (count(&i.task), i.name.as_str()))
-            .max_by_key(|(n, _)| *n);
-        let (task, task_name) = longest.unwrap_or((0, ""));
-        let needed = (fixed + task) as u64;
-        if needed > total {
-            diags.push(
-                Diagnostic::new(
-                    "E0504",
-                    total_span,
-                    format!("the fixed text needs {needed} tokens, over the total of {total}"),
-                )
-                .with_label("too small for the prompts")
-                .with_help(format!(
-                    "system + developer prompts take {fixed} {} tokens and the longest task (`{task_name}`) {task}; raise `total` or shorten the prompts",
-                    tokenizer.as_str()
-                )),
-            );
-        }
+        fixed_text(pack, budget, total, total_span, diags);
     }
 
     if !pack.library {
@@ -157,9 +134,71 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
     }
 }
 
-/// Tokens of a template's literal text plus its defaults: a lower bound of what it
-/// renders to, since interpolated values are only known at run time.
-fn literal_tokens(tokenizer: crate::artifact::Tokenizer, t: &TemplateIr) -> usize {
+/// E0504: the fixed text (system and developer prompts, the longest task) against
+/// the total.
+fn fixed_text(
+    pack: &Pack,
+    budget: &crate::ir::BudgetIr,
+    total: u64,
+    total_span: crate::span::Span,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let tokenizer = budget.tokenizer;
+    // A token covers at least one byte, so the bytes bound the count: when even
+    // they fit, nothing needs counting (an editor checks on every keystroke).
+    let bytes = |t: &Option<TemplateIr>| t.as_ref().map_or(0, literal_len);
+    let bound = bytes(&pack.system)
+        + bytes(&pack.developer)
+        + pack
+            .intents
+            .iter()
+            .map(|i| bytes(&i.task))
+            .max()
+            .unwrap_or(0);
+    if bound as u64 <= total {
+        return;
+    }
+    let count = |t: &Option<TemplateIr>| t.as_ref().map_or(0, |t| literal_tokens(tokenizer, t));
+    let fixed = count(&pack.system) + count(&pack.developer);
+    let longest = pack
+        .intents
+        .iter()
+        .map(|i| (count(&i.task), i.name.as_str()))
+        .max_by_key(|(n, _)| *n);
+    let (task, task_name) = longest.unwrap_or((0, ""));
+    let needed = (fixed + task) as u64;
+    if needed > total {
+        diags.push(
+            Diagnostic::new(
+                "E0504",
+                total_span,
+                format!("the fixed text needs {needed} tokens, over the total of {total}"),
+            )
+            .with_label("too small for the prompts")
+            .with_help(format!(
+                "system + developer prompts take {fixed} {} tokens and the longest task (`{task_name}`) {task}; raise `total` or shorten the prompts",
+                tokenizer.as_str()
+            )),
+        );
+    }
+}
+
+/// The length in bytes of [`literal_text`].
+fn literal_len(t: &TemplateIr) -> usize {
+    t.parts
+        .iter()
+        .map(|part| match part {
+            TemplatePart::Text(s) => s.len(),
+            TemplatePart::Path {
+                default: Some(d), ..
+            } => d.len(),
+            TemplatePart::Path { .. } => 0,
+        })
+        .sum()
+}
+
+/// The literal text of a template plus its defaults.
+fn literal_text(t: &TemplateIr) -> String {
     let mut text = String::new();
     for part in &t.parts {
         match part {
@@ -170,7 +209,13 @@ fn literal_tokens(tokenizer: crate::artifact::Tokenizer, t: &TemplateIr) -> usiz
             TemplatePart::Path { .. } => {}
         }
     }
-    crate::tokens::count(tokenizer, &text)
+    text
+}
+
+/// Tokens of a template's literal text plus its defaults: a lower bound of what it
+/// renders to, since interpolated values are only known at run time.
+fn literal_tokens(tokenizer: crate::artifact::Tokenizer, t: &TemplateIr) -> usize {
+    crate::tokens::count(tokenizer, &literal_text(t))
 }
 
 fn percent(ppm: u64) -> String {

@@ -132,9 +132,9 @@ fn check_phases<E>(
         .unwrap_or_default();
     let resolution = crate::imports::resolve(&own_name, &ir::import_decls(&ast), source, lock);
     diagnostics.extend(resolution.diagnostics);
-    let (pack, ir_diags) = ir::build(&ast, &resolution.imported, resolution.unresolved);
+    let (pack, ir_diags) =
+        ir::build_unless(&ast, &resolution.imported, resolution.unresolved, stop)?;
     diagnostics.extend(ir_diags);
-    stop()?;
     let analysis = run_checks_reusing(&pack, &mut diagnostics, earlier, stop)?;
     sort(&mut diagnostics);
     Ok((

@@ -253,4 +253,24 @@ mod tests {
         let (old, new, edit) = edited(PACK, at, 0, "x");
         assert!(!same_analysis_input(&old, &new, &edit));
     }
+
+    #[test]
+    fn a_raised_flag_stops_the_check_and_a_lowered_one_does_not() {
+        let run = |raised: bool| {
+            let (ast, diagnostics) = crate::syntax::parse(PACK);
+            let flag = std::sync::atomic::AtomicBool::new(raised);
+            let source = crate::imports::NoSource;
+            crate::check::check_parsed_reusing(ast, diagnostics, &source, None, None, Some(&flag))
+        };
+        assert!(matches!(run(true), Err(crate::check::Cancelled)));
+        let (checked, _, analysis) = run(false).unwrap_or_else(|_| panic!("not stopped"));
+        assert_eq!(
+            checked.diagnostics,
+            crate::check::check_source(PACK).diagnostics
+        );
+        assert!(
+            analysis.is_some(),
+            "the support pack has no errors: the analysis ran"
+        );
+    }
 }

@@ -144,6 +144,9 @@ impl Analysis {
             &text,
         )
         .unwrap_or_else(|| crate::syntax::parse(&text));
+        if cancelled.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err((text, crate::check::Cancelled));
+        }
         let earlier = crate::check::Earlier {
             pack: &self.checked.pack,
             analysis: self.policy_analysis.as_deref(),

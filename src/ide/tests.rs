@@ -391,3 +391,20 @@ fn outline_ranges_end_at_their_own_text() {
     }
     assert!(checked > 150, "{checked}");
 }
+
+#[test]
+fn a_stale_analysis_is_given_up_and_a_fresh_one_finishes() {
+    let a = Analysis::new(PACK);
+    let text = PACK.replace("Fetch an order.", "Fetch one order.");
+    let stale = std::sync::atomic::AtomicBool::new(true);
+    let given_up = a.edited_unless(text.clone(), &crate::imports::NoSource, None, &stale);
+    let Err((back, crate::check::Cancelled)) = given_up else {
+        panic!("a raised flag must stop the analysis");
+    };
+    assert_eq!(back, text);
+    let fresh = std::sync::atomic::AtomicBool::new(false);
+    let done = a
+        .edited_unless(text.clone(), &crate::imports::NoSource, None, &fresh)
+        .unwrap_or_else(|_| panic!("nothing asked it to stop"));
+    assert_eq!(done.diagnostics(), Analysis::new(text).diagnostics());
+}

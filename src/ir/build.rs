@@ -20,6 +20,21 @@ pub fn build(
     imports: &[ImportedPack],
     unresolved_imports: bool,
 ) -> (Pack, Vec<Diagnostic>) {
+    let never = || Ok::<(), std::convert::Infallible>(());
+    match build_unless(file, imports, unresolved_imports, &never) {
+        Ok(built) => built,
+        Err(never) => match never {},
+    }
+}
+
+/// [`build`], given up with `stop`'s error once it returns one; it is asked every
+/// few items.
+pub fn build_unless<E>(
+    file: &ast::File,
+    imports: &[ImportedPack],
+    unresolved_imports: bool,
+    stop: &dyn Fn() -> Result<(), E>,
+) -> Result<(Pack, Vec<Diagnostic>), E> {
     let mut b = Builder {
         pack: Pack {
             unresolved_imports,
@@ -34,9 +49,9 @@ pub fn build(
         b.merge(import);
     }
     b.pack.index();
-    b.bodies(file);
+    b.bodies(file, stop)?;
     b.pack.index();
-    (b.pack, b.diags)
+    Ok((b.pack, b.diags))
 }
 
 /// The imports a file declares, for resolution before [`build`].
@@ -466,15 +481,19 @@ impl Builder {
         false
     }
 
-    fn bodies(&mut self, file: &ast::File) {
+    fn bodies<E>(&mut self, file: &ast::File, stop: &dyn Fn() -> Result<(), E>) -> Result<(), E> {
         let mut seen = Seen::default();
         let mut out = BodyOut::default();
-        for item in &file.items {
+        for (k, item) in file.items.iter().enumerate() {
+            if k % 64 == 63 {
+                stop()?;
+            }
             self.body(item, &mut seen, &mut out);
         }
         self.missing_items(file, &mut seen, &mut out);
         self.diags.extend(out.diags);
         self.pack.references.extend(out.refs);
+        Ok(())
     }
 
     /// One item's body: typed, its references resolved, into the pack.

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde_json::Value;
 
 pub use crate::artifact::valid_pack_name;
-pub use build::{build, import_decls};
+pub use build::{build, build_unless, import_decls};
 pub use types::Ty;
 
 use crate::artifact::{Approval, Overflow, Risk, SafetyMode, Tokenizer};
