@@ -50,7 +50,7 @@ pub fn build_unless<E>(
     }
     b.pack.index();
     b.bodies(file, stop)?;
-    b.pack.index();
+    b.pack.index_tools();
     Ok((b.pack, b.diags))
 }
 

@@ -259,6 +259,12 @@ impl Pack {
             .chain(self.broken.iter())
             .map(|d| (d.kind, d.name.clone()))
             .collect();
+        self.index_tools();
+    }
+
+    /// Fills the tool table alone: once the bodies are built, the definitions are
+    /// what they were and only the tools are new.
+    pub(crate) fn index_tools(&mut self) {
         self.tool_index = self
             .tools
             .iter()
