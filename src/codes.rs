@@ -819,11 +819,13 @@ import "acme/base-safety" version "2.1.0""#,
         code: "E0703",
         severity: Severity::Error,
         title: "lockfile hash mismatch for an import",
-        what: r#"The lockfile records the content hash of every imported pack. The content
-found for this import no longer has that hash."#,
+        what: r#"The lockfile records the content hash of every imported pack, and for a
+pack from an OCI registry the digest of its manifest. The content found for
+this import no longer has that hash, or the version's tag in the OCI
+registry was moved to another manifest."#,
         why: r#"A published version must never change. A mismatch means it was
-republished or tampered with, and the policies, tools and redactors it
-brings in may not be the ones that were reviewed."#,
+republished or tampered with (or its tag pushed again), and the policies,
+tools and redactors it brings in may not be the ones that were reviewed."#,
         example: r#"// The lockfile pins acme/base-safety 2.1.0 to a hash that the registry's
 // copy of 2.1.0 no longer has.
 import "acme/base-safety" version "2.1.0""#,
