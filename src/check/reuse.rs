@@ -95,6 +95,7 @@ pub fn same_analysis_input(old: &Pack, new: &Pack, edit: &TextEdit) -> bool {
         && e.same_place(old.header_span, new.header_span)
         && old.unresolved_imports == new.unresolved_imports
         && old.unresolved_fields == new.unresolved_fields
+        && opt_place(e, old.session, new.session)
         && old.origins == new.origins
         && old.prohibition_origins == new.prohibition_origins
         && all(&old.broken, &new.broken, |a, b| definition(e, a, b))
