@@ -1380,3 +1380,63 @@ fn test_files_are_checked_against_their_pack() {
     assert_eq!(d["diagnostics"], json!([]), "{d:#}");
     c.shutdown();
 }
+
+/// The policy analysis's warnings follow edits over stdio: an edit above a warning
+/// that leaves the policies as they were moves it (the analysis is reused), and an
+/// edit of a policy's priority takes it away (the analysis runs again).
+#[test]
+fn policy_analysis_warnings_follow_edits() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = std::fs::read_to_string(
+        root.join("tests/fixtures/err/7021_w0302_shadowed_by_refusal.ctxpack"),
+    )
+    .unwrap_or_default();
+    let mut c = Client::start(&[]);
+    c.initialize(None);
+    c.open(&text, 1);
+    let w0302 = |diags: &[Value]| -> Vec<Value> {
+        diags
+            .iter()
+            .filter(|d| d["code"] == "W0302")
+            .map(|d| d["range"].clone())
+            .collect()
+    };
+    let before = w0302(&c.diagnostics(1));
+    let line = line_of(&text, "policy young_voice", 0);
+    assert_eq!(before.len(), 1, "{before:#?}");
+    assert_eq!(before[0]["start"]["line"], line);
+    // Words in a description above it: the warning keeps its line and column
+    // (its bytes moved).
+    let (desc, col, _) = position(&text, "Fetch an order by its id.", 0);
+    c.change_range(
+        json!({ "start": { "line": desc, "character": col }, "end": { "line": desc, "character": col } }),
+        "Quickly ",
+        2,
+    );
+    let moved = w0302(&c.diagnostics(2));
+    assert_eq!(moved.len(), 1, "{moved:#?}");
+    assert_eq!(moved[0]["start"]["line"], json!(line));
+    assert_eq!(
+        moved[0]["start"]["character"],
+        before[0]["start"]["character"]
+    );
+    // Two comment lines at the top: two lines down.
+    c.change_range(
+        json!({ "start": { "line": 0, "character": 0 }, "end": { "line": 0, "character": 0 } }),
+        "// one\n// two\n",
+        3,
+    );
+    let moved = w0302(&c.diagnostics(3));
+    assert_eq!(moved.len(), 1, "{moved:#?}");
+    assert_eq!(moved[0]["start"]["line"], json!(line + 2));
+    // `young_voice` above the refusal: no longer shadowed.
+    let (prio, col, _) = position(&text, "priority 50", 0);
+    c.change_range(
+        json!({ "start": { "line": prio + 2, "character": col + 9 }, "end": { "line": prio + 2, "character": col + 11 } }),
+        "500",
+        4,
+    );
+    let diags = c.diagnostics(4);
+    assert!(w0302(&diags).is_empty(), "{diags:#?}");
+    c.shutdown();
+}
