@@ -845,12 +845,13 @@ impl Builder {
                 required.push(json!(decl.name.name));
             }
         }
-        let input = json!({
-            "type": "object",
-            "properties": properties,
-            "required": required,
-            "additionalProperties": false,
-        });
+        // Built around its parts: `json!` would copy them.
+        let mut input = Map::new();
+        input.insert("type".into(), json!("object"));
+        input.insert("properties".into(), Value::Object(properties));
+        input.insert("required".into(), Value::Array(required));
+        input.insert("additionalProperties".into(), Value::Bool(false));
+        let input = Value::Object(input);
         for (present, what) in [
             (t.kind.is_some(), "kind"),
             (t.risk.is_some(), "risk"),

@@ -215,7 +215,7 @@ impl Checker<'_> {
             ExprKind::Not(inner) => {
                 let t = self.expr(inner, guards);
                 self.expect_bool(&t.ty, inner, "not");
-                typed(Ty::Bool, json!({ "!": [t.logic] }))
+                typed(Ty::Bool, operation("!", vec![t.logic]))
             }
             ExprKind::And(items) => {
                 let mut scope: Vec<String> = guards.to_vec();
@@ -226,7 +226,7 @@ impl Checker<'_> {
                     logic.push(t.logic);
                     collect_guards(item, &mut scope);
                 }
-                typed(Ty::Bool, json!({ "and": logic }))
+                typed(Ty::Bool, operation("and", logic))
             }
             ExprKind::Or(items) => {
                 let mut logic = Vec::with_capacity(items.len());
@@ -235,7 +235,7 @@ impl Checker<'_> {
                     self.expect_bool(&t.ty, item, "or");
                     logic.push(t.logic);
                 }
-                typed(Ty::Bool, json!({ "or": logic }))
+                typed(Ty::Bool, operation("or", logic))
             }
             ExprKind::Cmp {
                 op,
@@ -251,7 +251,7 @@ impl Checker<'_> {
                     CmpOp::Ne => "!==",
                     other => other.as_str(),
                 };
-                typed(Ty::Bool, json!({ name: [l.logic, r.logic] }))
+                typed(Ty::Bool, operation(name, vec![l.logic, r.logic]))
             }
         }
     }
@@ -609,4 +609,12 @@ fn mentions_var(v: &Value) -> bool {
         Value::Array(items) => items.iter().any(mentions_var),
         _ => false,
     }
+}
+
+/// The JsonLogic operation `{ name: args }`, built around its arguments: `json!`
+/// would copy each argument (and so every subexpression, once per level above it).
+fn operation(name: &str, args: Vec<Value>) -> Value {
+    let mut map = serde_json::Map::new();
+    map.insert(name.to_owned(), Value::Array(args));
+    Value::Object(map)
 }
