@@ -11,7 +11,8 @@ use crate::span::Span;
 #[derive(Debug, Clone, PartialEq)]
 pub struct File {
     pub header: Option<Header>,
-    pub items: Vec<Item>,
+    /// Shared: a reparse keeps the items before an edit without copying them.
+    pub items: Vec<std::sync::Arc<Item>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -127,7 +127,8 @@ pub fn reparse(
         header: old_file.header.clone(),
         items: items[..first].to_vec(),
     };
-    file.items.extend(reparsed);
+    file.items
+        .extend(reparsed.into_iter().map(std::sync::Arc::new));
     let mut diags: Vec<Diagnostic> = old_diags
         .iter()
         .filter(|d| d.span.start < begin.min(start))
@@ -137,9 +138,9 @@ pub fn reparse(
     if let Some(j) = resume {
         let resume_old = items[j].span.start;
         for it in &items[j..] {
-            let mut it = it.clone();
+            let mut it = Item::clone(it);
             it.shift(delta);
-            file.items.push(it);
+            file.items.push(std::sync::Arc::new(it));
         }
         // A diagnostic exactly at the resumed item's keyword belongs to the item
         // before it (which ran into that keyword): an item that parsed (resumption
@@ -237,7 +238,10 @@ impl<'s> Driver<'s> {
             }
             pos = self.item_at(pos, &mut items);
         }
-        File { header, items }
+        File {
+            header,
+            items: items.into_iter().map(std::sync::Arc::new).collect(),
+        }
     }
 
     /// Parses the item at `pos` (a broken one on a syntax error) and returns where
