@@ -140,6 +140,74 @@ pub fn clamp_to_char_boundary(text: &str, offset: usize) -> usize {
     offset
 }
 
+/// One replacement of text: `old[start..old_end]` became `new[start..new_end]`;
+/// what follows moved by `new_end - old_end` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TextEdit {
+    pub start: usize,
+    pub old_end: usize,
+    pub new_end: usize,
+}
+
+impl TextEdit {
+    /// The smallest replacement that turns `old` into `new`: what lies between their
+    /// common prefix and common suffix, on character boundaries.
+    pub fn between(old: &str, new: &str) -> TextEdit {
+        let prefix = common_prefix(old, new);
+        let suffix = common_suffix(&old[prefix..], &new[prefix..]);
+        TextEdit {
+            start: prefix,
+            old_end: old.len() - suffix,
+            new_end: new.len() - suffix,
+        }
+    }
+
+    /// How far the text after the edit moved.
+    pub fn delta(&self) -> isize {
+        self.new_end as isize - self.old_end as isize
+    }
+
+    /// Where a span of the old text is in the new one; `None` when it touches the
+    /// replaced text (its content may have changed).
+    pub fn forward(&self, s: Span) -> Option<Span> {
+        if s.end < self.start || (s.end == self.start && self.start < self.old_end) {
+            Some(s)
+        } else if s.start > self.old_end || (s.start == self.old_end && self.start < self.old_end) {
+            Some(Span::new(
+                s.start - self.old_end + self.new_end,
+                s.end - self.old_end + self.new_end,
+            ))
+        } else {
+            None
+        }
+    }
+}
+
+/// The length of the longest common prefix, on a character boundary.
+fn common_prefix(a: &str, b: &str) -> usize {
+    let n = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    let mut n = n.min(a.len()).min(b.len());
+    while !a.is_char_boundary(n) || !b.is_char_boundary(n) {
+        n -= 1;
+    }
+    n
+}
+
+/// The length of the longest common suffix, on a character boundary.
+fn common_suffix(a: &str, b: &str) -> usize {
+    let n = a
+        .bytes()
+        .rev()
+        .zip(b.bytes().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let mut n = n.min(a.len()).min(b.len());
+    while !a.is_char_boundary(a.len() - n) || !b.is_char_boundary(b.len() - n) {
+        n -= 1;
+    }
+    n
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,5 +222,40 @@ mod tests {
         assert_eq!(idx.offset_of_utf16(text, 1, 4), x);
         assert_eq!(idx.offset_of_utf16(text, 99, 99), text.len());
         assert_eq!(idx.offset_of_utf16(text, 0, 99), 2);
+    }
+
+    #[test]
+    fn an_edit_is_what_lies_between_prefix_and_suffix() {
+        let e = TextEdit::between("abcdef", "abXYef");
+        assert_eq!((e.start, e.old_end, e.new_end), (2, 4, 4));
+        let e = TextEdit::between("aaa", "aaaa");
+        assert_eq!((e.start, e.old_end, e.new_end), (3, 3, 4));
+        let e = TextEdit::between("same", "same");
+        assert_eq!((e.start, e.old_end, e.new_end), (4, 4, 4));
+    }
+
+    #[test]
+    fn spans_move_unless_they_touch_the_edit() {
+        // "0123456789": "45" replaced by "xyz".
+        let e = TextEdit {
+            start: 4,
+            old_end: 6,
+            new_end: 7,
+        };
+        assert_eq!(e.forward(Span::new(0, 4)), Some(Span::new(0, 4)));
+        assert_eq!(e.forward(Span::new(6, 8)), Some(Span::new(7, 9)));
+        assert_eq!(e.forward(Span::new(3, 5)), None);
+        assert_eq!(e.forward(Span::new(5, 7)), None);
+        assert_eq!(e.forward(Span::new(0, 10)), None);
+        // An insertion at 4: a span ending there may grow, one starting there too.
+        let ins = TextEdit {
+            start: 4,
+            old_end: 4,
+            new_end: 5,
+        };
+        assert_eq!(ins.forward(Span::new(0, 4)), None);
+        assert_eq!(ins.forward(Span::new(4, 6)), None);
+        assert_eq!(ins.forward(Span::new(0, 3)), Some(Span::new(0, 3)));
+        assert_eq!(ins.forward(Span::new(5, 6)), Some(Span::new(6, 7)));
     }
 }

@@ -78,7 +78,7 @@ pub fn check_parsed_keeping(
 pub struct Earlier<'a> {
     pub pack: &'a Pack,
     pub analysis: Option<&'a [Diagnostic]>,
-    pub edit: reuse::TextEdit,
+    pub edit: crate::span::TextEdit,
 }
 
 /// A check given up because its `cancelled` flag was raised (its text is stale).

@@ -14,57 +14,7 @@ use crate::diagnostic::Diagnostic;
 use crate::ir::{
     Definition, EffectIr, Field, IntentIr, NameRef, Pack, PolicyIr, TemplateIr, ToolIr,
 };
-use crate::span::Span;
-
-/// One replacement of text: `old[start..old_end]` became `new[start..new_end]`;
-/// what follows moved by `new_end - old_end` bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TextEdit {
-    pub start: usize,
-    pub old_end: usize,
-    pub new_end: usize,
-}
-
-impl TextEdit {
-    /// The smallest replacement that turns `old` into `new`: what lies between their
-    /// common prefix and common suffix.
-    pub fn between(old: &str, new: &str) -> TextEdit {
-        let (a, b) = (old.as_bytes(), new.as_bytes());
-        let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-        let suffix = a[prefix..]
-            .iter()
-            .rev()
-            .zip(b[prefix..].iter().rev())
-            .take_while(|(x, y)| x == y)
-            .count();
-        TextEdit {
-            start: prefix,
-            old_end: a.len() - suffix,
-            new_end: b.len() - suffix,
-        }
-    }
-
-    /// Where a span of the old text is in the new one; `None` when it touches the
-    /// replaced text (its content may have changed).
-    pub fn forward(&self, s: Span) -> Option<Span> {
-        if s.end < self.start || (s.end == self.start && self.start < self.old_end) {
-            Some(s)
-        } else if s.start > self.old_end || (s.start == self.old_end && self.start < self.old_end) {
-            Some(Span::new(
-                s.start - self.old_end + self.new_end,
-                s.end - self.old_end + self.new_end,
-            ))
-        } else {
-            None
-        }
-    }
-
-    /// Does the span `new` (of the new text) stand where `old` (of the old text) did,
-    /// over the same text?
-    fn same_place(&self, old: Span, new: Span) -> bool {
-        self.forward(old) == Some(new)
-    }
-}
+use crate::span::{Span, TextEdit};
 
 /// Moves every span of `diagnostics` (of the old text) by `edit`; `None` when one of
 /// them touches the replaced text.
@@ -92,7 +42,7 @@ pub fn same_analysis_input(old: &Pack, new: &Pack, edit: &TextEdit) -> bool {
     old.name == new.name
         && old.version == new.version
         && old.library == new.library
-        && e.same_place(old.header_span, new.header_span)
+        && same_place(e, old.header_span, new.header_span)
         && old.unresolved_imports == new.unresolved_imports
         && old.unresolved_fields == new.unresolved_fields
         && opt_place(e, old.session, new.session)
@@ -108,6 +58,12 @@ pub fn same_analysis_input(old: &Pack, new: &Pack, edit: &TextEdit) -> bool {
         && all(&old.policies, &new.policies, |a, b| policy(e, a, b))
 }
 
+/// Does the span `new` (of the new text) stand where `old` (of the old text) did,
+/// over the same text?
+fn same_place(e: &TextEdit, old: Span, new: Span) -> bool {
+    e.forward(old) == Some(new)
+}
+
 fn all<T>(a: &[T], b: &[T], same: impl Fn(&T, &T) -> bool) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same(x, y))
 }
@@ -115,27 +71,27 @@ fn all<T>(a: &[T], b: &[T], same: impl Fn(&T, &T) -> bool) -> bool {
 fn opt_place(e: &TextEdit, a: Option<Span>, b: Option<Span>) -> bool {
     match (a, b) {
         (None, None) => true,
-        (Some(a), Some(b)) => e.same_place(a, b),
+        (Some(a), Some(b)) => same_place(e, a, b),
         _ => false,
     }
 }
 
 fn definition(e: &TextEdit, a: &Definition, b: &Definition) -> bool {
-    a.kind == b.kind && a.name == b.name && e.same_place(a.span, b.span)
+    a.kind == b.kind && a.name == b.name && same_place(e, a.span, b.span)
 }
 
 fn name_ref(e: &TextEdit, a: &NameRef, b: &NameRef) -> bool {
-    a.name == b.name && e.same_place(a.span, b.span)
+    a.name == b.name && same_place(e, a.span, b.span)
 }
 
 fn field(e: &TextEdit, a: &Field, b: &Field) -> bool {
-    a.path == b.path && a.ty == b.ty && a.optional == b.optional && e.same_place(a.span, b.span)
+    a.path == b.path && a.ty == b.ty && a.optional == b.optional && same_place(e, a.span, b.span)
 }
 
 /// Descriptions and doc comments aside: the analysis says nothing about them.
 fn tool(e: &TextEdit, a: &ToolIr, b: &ToolIr) -> bool {
     a.name == b.name
-        && e.same_place(a.name_span, b.name_span)
+        && same_place(e, a.name_span, b.name_span)
         && a.kind == b.kind
         && opt_place(e, a.kind_span, b.kind_span)
         && a.risk.map(|r| r.0) == b.risk.map(|r| r.0)
@@ -148,7 +104,7 @@ fn tool(e: &TextEdit, a: &ToolIr, b: &ToolIr) -> bool {
 /// Descriptions, tasks, budgets and doc comments aside.
 fn intent(e: &TextEdit, a: &IntentIr, b: &IntentIr) -> bool {
     a.name == b.name
-        && e.same_place(a.name_span, b.name_span)
+        && same_place(e, a.name_span, b.name_span)
         && a.fallback == b.fallback
         && a.safety == b.safety
         && all(&a.tools, &b.tools, |x, y| name_ref(e, x, y))
@@ -157,11 +113,11 @@ fn intent(e: &TextEdit, a: &IntentIr, b: &IntentIr) -> bool {
 /// Doc comments aside.
 fn policy(e: &TextEdit, a: &PolicyIr, b: &PolicyIr) -> bool {
     a.name == b.name
-        && e.same_place(a.name_span, b.name_span)
+        && same_place(e, a.name_span, b.name_span)
         && a.priority == b.priority
         && a.advisory == b.advisory
         && a.when == b.when
-        && e.same_place(a.when_span, b.when_span)
+        && same_place(e, a.when_span, b.when_span)
         && all(&a.effects, &b.effects, |x, y| effect(e, x, y))
 }
 
@@ -178,47 +134,12 @@ fn effect(e: &TextEdit, a: &EffectIr, b: &EffectIr) -> bool {
 }
 
 fn template(e: &TextEdit, a: &TemplateIr, b: &TemplateIr) -> bool {
-    a.text == b.text && a.parts == b.parts && e.same_place(a.span, b.span)
+    a.text == b.text && a.parts == b.parts && same_place(e, a.span, b.span)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_edit_is_what_lies_between_prefix_and_suffix() {
-        let e = TextEdit::between("abcdef", "abXYef");
-        assert_eq!((e.start, e.old_end, e.new_end), (2, 4, 4));
-        let e = TextEdit::between("aaa", "aaaa");
-        assert_eq!((e.start, e.old_end, e.new_end), (3, 3, 4));
-        let e = TextEdit::between("same", "same");
-        assert_eq!((e.start, e.old_end, e.new_end), (4, 4, 4));
-    }
-
-    #[test]
-    fn spans_move_unless_they_touch_the_edit() {
-        // "0123456789": "45" replaced by "xyz".
-        let e = TextEdit {
-            start: 4,
-            old_end: 6,
-            new_end: 7,
-        };
-        assert_eq!(e.forward(Span::new(0, 4)), Some(Span::new(0, 4)));
-        assert_eq!(e.forward(Span::new(6, 8)), Some(Span::new(7, 9)));
-        assert_eq!(e.forward(Span::new(3, 5)), None);
-        assert_eq!(e.forward(Span::new(5, 7)), None);
-        assert_eq!(e.forward(Span::new(0, 10)), None);
-        // An insertion at 4: a span ending there may grow, one starting there too.
-        let ins = TextEdit {
-            start: 4,
-            old_end: 4,
-            new_end: 5,
-        };
-        assert_eq!(ins.forward(Span::new(0, 4)), None);
-        assert_eq!(ins.forward(Span::new(4, 6)), None);
-        assert_eq!(ins.forward(Span::new(0, 3)), Some(Span::new(0, 3)));
-        assert_eq!(ins.forward(Span::new(5, 6)), Some(Span::new(6, 7)));
-    }
 
     fn edited(text: &str, at: usize, old_len: usize, insert: &str) -> (Pack, Pack, TextEdit) {
         let mut new = text.to_owned();

@@ -137,20 +137,17 @@ impl Analysis {
         lock: Option<&Lockfile>,
         cancelled: &std::sync::atomic::AtomicBool,
     ) -> Result<Self, (String, crate::check::Cancelled)> {
-        let (ast, parse_diagnostics) = crate::syntax::reparse(
-            &self.text,
-            &self.checked.ast,
-            &self.parse_diagnostics,
-            &text,
-        )
-        .unwrap_or_else(|| crate::syntax::parse(&text));
+        let edit = crate::span::TextEdit::between(&self.text, &text);
+        let (ast, parse_diagnostics) =
+            crate::syntax::reparse_at(&self.checked.ast, &self.parse_diagnostics, &text, edit)
+                .unwrap_or_else(|| crate::syntax::parse(&text));
         if cancelled.load(std::sync::atomic::Ordering::Relaxed) {
             return Err((text, crate::check::Cancelled));
         }
         let earlier = crate::check::Earlier {
             pack: &self.checked.pack,
             analysis: self.policy_analysis.as_deref(),
-            edit: crate::check::reuse::TextEdit::between(&self.text, &text),
+            edit,
         };
         let checked = crate::check::check_parsed_reusing(
             ast,

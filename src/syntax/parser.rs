@@ -12,7 +12,7 @@ use super::ast::*;
 use super::strings;
 use crate::artifact::{Approval, Overflow, Risk, SafetyMode, Tokenizer};
 use crate::diagnostic::Diagnostic;
-use crate::span::Span;
+use crate::span::{Span, TextEdit};
 
 #[derive(pest_derive::Parser)]
 #[grammar = "grammar/ctxpack.pest"]
@@ -53,12 +53,20 @@ pub fn reparse(
     old_diags: &[Diagnostic],
     new: &str,
 ) -> Option<(File, Vec<Diagnostic>)> {
+    reparse_at(old_file, old_diags, new, TextEdit::between(old, new))
+}
+
+/// [`reparse`] for a caller that has the edit already ([`TextEdit::between`] of the
+/// old text and `new`).
+pub fn reparse_at(
+    old_file: &File,
+    old_diags: &[Diagnostic],
+    new: &str,
+    edit: TextEdit,
+) -> Option<(File, Vec<Diagnostic>)> {
     use super::shift::Shift;
-    // The edit: what lies between the common prefix and the common suffix.
-    let prefix = common_prefix(old, new);
-    let suffix = common_suffix(&old[prefix..], &new[prefix..]);
-    let (start, old_end, new_end) = (prefix, old.len() - suffix, new.len() - suffix);
-    let delta = new_end as isize - old_end as isize;
+    let (start, old_end, new_end) = (edit.start, edit.old_end, edit.new_end);
+    let delta = edit.delta();
     let header = old_file.header.as_ref()?;
     if start <= header.span.end {
         return None;
@@ -153,31 +161,6 @@ pub fn reparse(
     }
     diags.sort_by_key(|d| d.span.start);
     Some((file, diags))
-}
-
-/// The length of the longest common prefix, on a character boundary.
-fn common_prefix(a: &str, b: &str) -> usize {
-    let n = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
-    let mut n = n.min(a.len()).min(b.len());
-    while !a.is_char_boundary(n) || !b.is_char_boundary(n) {
-        n -= 1;
-    }
-    n
-}
-
-/// The length of the longest common suffix, on a character boundary.
-fn common_suffix(a: &str, b: &str) -> usize {
-    let n = a
-        .bytes()
-        .rev()
-        .zip(b.bytes().rev())
-        .take_while(|(x, y)| x == y)
-        .count();
-    let mut n = n.min(a.len()).min(b.len());
-    while !a.is_char_boundary(a.len() - n) || !b.is_char_boundary(b.len() - n) {
-        n -= 1;
-    }
-    n
 }
 
 struct Driver<'s> {
