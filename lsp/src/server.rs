@@ -100,16 +100,39 @@ impl Inner {
 
     /// Checks a document's text, resolving imports as `ctxpack check` does from the
     /// document's root (see [`Workspace`]). A bug in the checker must not take the
-    /// server down: the document then has no diagnostics until the next edit. With
-    /// `previous` (an analysis of an earlier text of the document), only the items
-    /// the edit touches are parsed again.
-    fn analyze(
+    /// server down: the document then has no diagnostics until the next edit.
+    fn analyze(workspace: &Workspace, uri: &Uri, text: String) -> Analysis {
+        Self::with_source(workspace, uri, |source, lock| {
+            guard(|| Analysis::with_imports(text.clone(), source, lock))
+                .unwrap_or_else(|| Analysis::unchecked(text))
+        })
+    }
+
+    /// [`Inner::analyze`] from `previous`, an analysis of an earlier text: only the
+    /// items the edit touches are parsed again. `None` when `stale` is raised first.
+    fn reanalyze_edit(
         workspace: &Workspace,
         uri: &Uri,
         text: String,
-        previous: Option<&Analysis>,
+        previous: &Analysis,
         stale: &AtomicBool,
     ) -> Option<Analysis> {
+        Self::with_source(workspace, uri, |source, lock| {
+            guard(|| {
+                previous
+                    .edited_unless(text.clone(), source, lock, stale)
+                    .ok()
+            })
+            .unwrap_or_else(|| Some(Analysis::unchecked(text)))
+        })
+    }
+
+    /// Runs `f` with the registry and lockfile the document's imports resolve from.
+    fn with_source<T>(
+        workspace: &Workspace,
+        uri: &Uri,
+        f: impl FnOnce(&dyn ctxpack::imports::PackSource, Option<&ctxpack::imports::Lockfile>) -> T,
+    ) -> T {
         let resolution = uri.to_file_path().map(|path| workspace.resolve(&path));
         let registry = resolution.as_ref().map(|r| r.registry());
         let lock = resolution.as_ref().and_then(|r| r.lock());
@@ -117,15 +140,7 @@ impl Inner {
             Some(r) => r,
             None => &ctxpack::imports::NoSource,
         };
-        match guard(|| match previous {
-            Some(p) => p
-                .edited_unless(text.clone(), source, lock.as_ref(), stale)
-                .ok(),
-            None => Some(Analysis::with_imports(text.clone(), source, lock.as_ref())),
-        }) {
-            Some(analysis) => analysis,
-            None => Some(Analysis::unchecked(text)),
-        }
+        f(source, lock.as_ref())
     }
 
     /// Analyses `text` off the message loop, from `previous` when there is one;
@@ -140,8 +155,9 @@ impl Inner {
         let workspace = self.workspace();
         let uri2 = uri.clone();
         let fallback = text.clone();
-        tokio::task::spawn_blocking(move || {
-            Inner::analyze(&workspace, &uri2, text, previous.as_deref(), &stale)
+        tokio::task::spawn_blocking(move || match previous {
+            Some(previous) => Inner::reanalyze_edit(&workspace, &uri2, text, &previous, &stale),
+            None => Some(Inner::analyze(&workspace, &uri2, text)),
         })
         .await
         .unwrap_or_else(|_| Some(Analysis::unchecked(fallback)))
@@ -411,13 +427,13 @@ impl Inner {
     }
 }
 
-/// The `ctxpack.registry` setting, from `{"ctxpack": {"registry": ...}}` or
-/// `{"registry": ...}`.
 /// Drops an analysis off the message loop.
 fn free_later(analysis: Arc<Analysis>) {
     tokio::task::spawn_blocking(move || drop(analysis));
 }
 
+/// The `ctxpack.registry` setting, from `{"ctxpack": {"registry": ...}}` or
+/// `{"registry": ...}`.
 fn registry_setting(settings: &Value) -> Option<Option<PathBuf>> {
     let section = settings.get("ctxpack").unwrap_or(settings);
     match section.get("registry")? {
@@ -907,10 +923,7 @@ impl LanguageServer for Backend {
         let edits = tokio::task::spawn_blocking(move || {
             guard(|| {
                 a2.rename_checked(offset, &name, &|text| {
-                    // Without a previous analysis nothing is given up.
-                    let never = AtomicBool::new(false);
-                    Inner::analyze(&workspace, &uri2, text, None, &never)
-                        .unwrap_or_else(|| Analysis::unchecked(String::new()))
+                    Inner::analyze(&workspace, &uri2, text)
                 })
             })
         })

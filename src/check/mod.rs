@@ -66,11 +66,8 @@ pub fn check_parsed_keeping(
     source: &dyn crate::imports::PackSource,
     lock: Option<&crate::imports::Lockfile>,
 ) -> Reusable {
-    let never = || Ok::<(), std::convert::Infallible>(());
-    match check_phases(ast, diagnostics, source, lock, None, &never) {
-        Ok(reusable) => reusable,
-        Err(never) => match never {},
-    }
+    check_parsed_reusing(ast, diagnostics, source, lock, None, &|| Ok(()))
+        .unwrap_or_else(|never: std::convert::Infallible| match never {})
 }
 
 /// An earlier check of the same file: its IR, what its policy analysis found (when
@@ -81,7 +78,7 @@ pub struct Earlier<'a> {
     pub edit: crate::span::TextEdit,
 }
 
-/// A check given up because its `cancelled` flag was raised (its text is stale).
+/// A check given up because the text it checks is stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cancelled;
 
@@ -96,28 +93,9 @@ pub type Reusable = (
 /// [`check_parsed_with`], reusing what an `earlier` check found where the edit
 /// cannot have changed it (see [`reuse`]). The result is the same as without
 /// `earlier`. Also returns the policy analysis's diagnostics when it ran, for the
-/// next check to reuse. Between its phases it looks at `cancelled` and gives up
-/// once it is set.
-pub fn check_parsed_reusing(
-    ast: crate::syntax::ast::File,
-    diagnostics: Vec<Diagnostic>,
-    source: &dyn crate::imports::PackSource,
-    lock: Option<&crate::imports::Lockfile>,
-    earlier: Option<Earlier<'_>>,
-    cancelled: Option<&std::sync::atomic::AtomicBool>,
-) -> Result<Reusable, Cancelled> {
-    let stop = || {
-        if cancelled.is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed)) {
-            Err(Cancelled)
-        } else {
-            Ok(())
-        }
-    };
-    check_phases(ast, diagnostics, source, lock, earlier, &stop)
-}
-
-/// The phases of a check, asking `stop` between them.
-fn check_phases<E>(
+/// next check to reuse. Between its phases it asks `stop`, and gives up with its
+/// error once it returns one.
+pub fn check_parsed_reusing<E>(
     ast: crate::syntax::ast::File,
     mut diagnostics: Vec<Diagnostic>,
     source: &dyn crate::imports::PackSource,
@@ -150,11 +128,8 @@ fn check_phases<E>(
 
 /// The checks that need the whole IR.
 pub fn run_checks(pack: &Pack, diagnostics: &mut Vec<Diagnostic>) {
-    let never = || Ok::<(), std::convert::Infallible>(());
-    match run_checks_reusing(pack, diagnostics, None, &never) {
-        Ok(_) => {}
-        Err(never) => match never {},
-    }
+    run_checks_reusing(pack, diagnostics, None, &|| Ok(()))
+        .unwrap_or_else(|never: std::convert::Infallible| match never {});
 }
 
 /// [`run_checks`], reusing the policy analysis of an `earlier` check when the edit

@@ -180,9 +180,15 @@ mod tests {
     fn a_raised_flag_stops_the_check_and_a_lowered_one_does_not() {
         let run = |raised: bool| {
             let (ast, diagnostics) = crate::syntax::parse(PACK);
-            let flag = std::sync::atomic::AtomicBool::new(raised);
             let source = crate::imports::NoSource;
-            crate::check::check_parsed_reusing(ast, diagnostics, &source, None, None, Some(&flag))
+            let stop = || {
+                if raised {
+                    Err(crate::check::Cancelled)
+                } else {
+                    Ok(())
+                }
+            };
+            crate::check::check_parsed_reusing(ast, diagnostics, &source, None, None, &stop)
         };
         assert!(matches!(run(true), Err(crate::check::Cancelled)));
         let (checked, _, analysis) = run(false).unwrap_or_else(|_| panic!("not stopped"));

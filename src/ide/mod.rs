@@ -119,12 +119,8 @@ impl Analysis {
         source: &dyn PackSource,
         lock: Option<&Lockfile>,
     ) -> Self {
-        let never = std::sync::atomic::AtomicBool::new(false);
-        match self.edited_unless(text.into(), source, lock, &never) {
-            Ok(analysis) => analysis,
-            // The flag is never raised; a check from scratch is the same answer.
-            Err((text, _)) => Self::with_imports(text, source, lock),
-        }
+        self.edited_with(text.into(), source, lock, &|| Ok(()))
+            .unwrap_or_else(|(_, never): (String, std::convert::Infallible)| match never {})
     }
 
     /// [`Analysis::edited`], given up between its phases once `cancelled` is set
@@ -137,12 +133,27 @@ impl Analysis {
         lock: Option<&Lockfile>,
         cancelled: &std::sync::atomic::AtomicBool,
     ) -> Result<Self, (String, crate::check::Cancelled)> {
+        let stop = || match cancelled.load(std::sync::atomic::Ordering::Relaxed) {
+            true => Err(crate::check::Cancelled),
+            false => Ok(()),
+        };
+        self.edited_with(text, source, lock, &stop)
+    }
+
+    /// [`Analysis::edited`], asking `stop` between its phases.
+    fn edited_with<E>(
+        &self,
+        text: String,
+        source: &dyn PackSource,
+        lock: Option<&Lockfile>,
+        stop: &dyn Fn() -> Result<(), E>,
+    ) -> Result<Self, (String, E)> {
         let edit = crate::span::TextEdit::between(&self.text, &text);
         let (ast, parse_diagnostics) =
             crate::syntax::reparse_at(&self.checked.ast, &self.parse_diagnostics, &text, edit)
                 .unwrap_or_else(|| crate::syntax::parse(&text));
-        if cancelled.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err((text, crate::check::Cancelled));
+        if let Err(e) = stop() {
+            return Err((text, e));
         }
         let earlier = crate::check::Earlier {
             pack: &self.checked.pack,
@@ -155,7 +166,7 @@ impl Analysis {
             source,
             lock,
             Some(earlier),
-            Some(cancelled),
+            stop,
         );
         match checked {
             Ok(checked) => Ok(Self::from_reusable(
@@ -165,7 +176,7 @@ impl Analysis {
                 source,
                 lock,
             )),
-            Err(c) => Err((text, c)),
+            Err(e) => Err((text, e)),
         }
     }
 

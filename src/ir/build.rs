@@ -20,11 +20,8 @@ pub fn build(
     imports: &[ImportedPack],
     unresolved_imports: bool,
 ) -> (Pack, Vec<Diagnostic>) {
-    let never = || Ok::<(), std::convert::Infallible>(());
-    match build_unless(file, imports, unresolved_imports, &never) {
-        Ok(built) => built,
-        Err(never) => match never {},
-    }
+    build_unless(file, imports, unresolved_imports, &|| Ok(()))
+        .unwrap_or_else(|never: std::convert::Infallible| match never {})
 }
 
 /// [`build`], given up with `stop`'s error once it returns one; it is asked every
