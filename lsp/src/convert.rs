@@ -99,16 +99,21 @@ fn column(text: &str, start: usize, end: usize, character: u32, encoding: Encodi
 mod tests {
     use super::*;
 
+    /// `text` read in each encoding.
+    fn in_each_encoding<'a>(text: &'a str, lines: &'a LineIndex) -> [Text<'a>; 2] {
+        [Encoding::Utf16, Encoding::Utf8].map(|encoding| Text {
+            text,
+            lines,
+            encoding,
+        })
+    }
+
     #[test]
     fn both_encodings_round_trip() {
         let text = "a😀b\né\n";
         let lines = LineIndex::new(text);
-        for encoding in [Encoding::Utf16, Encoding::Utf8] {
-            let t = Text {
-                text,
-                lines: &lines,
-                encoding,
-            };
+        for t in in_each_encoding(text, &lines) {
+            let encoding = t.encoding;
             for offset in [0, 1, 5, 6, 7, 9, text.len()] {
                 assert_eq!(
                     t.offset(t.position(offset)),
@@ -139,19 +144,15 @@ mod tests {
     fn offsets_without_an_index_are_the_indexed_ones() {
         let text = "a😀b\né\n\nxyz é😀\nlast";
         let lines = LineIndex::new(text);
-        for encoding in [Encoding::Utf16, Encoding::Utf8] {
-            let t = Text {
-                text,
-                lines: &lines,
-                encoding,
-            };
+        for t in in_each_encoding(text, &lines) {
             for line in 0..7 {
                 for character in 0..9 {
                     let p = Position { line, character };
                     assert_eq!(
-                        offset_in(text, p, encoding),
+                        offset_in(text, p, t.encoding),
                         t.offset(p),
-                        "{encoding:?} {p:?}"
+                        "{:?} {p:?}",
+                        t.encoding
                     );
                 }
             }

@@ -183,39 +183,23 @@ fn fixed_text(
     }
 }
 
-/// The length in bytes of [`literal_text`].
-fn literal_len(t: &TemplateIr) -> usize {
-    t.parts
-        .iter()
-        .map(|part| match part {
-            TemplatePart::Text(s) => s.len(),
-            TemplatePart::Path {
-                default: Some(d), ..
-            } => d.len(),
-            TemplatePart::Path { .. } => 0,
-        })
-        .sum()
+/// The literal pieces of a template: its text and its defaults.
+fn literal_parts(t: &TemplateIr) -> impl Iterator<Item = &str> {
+    t.parts.iter().filter_map(|part| match part {
+        TemplatePart::Text(s) => Some(s.as_str()),
+        TemplatePart::Path { default, .. } => default.as_deref(),
+    })
 }
 
-/// The literal text of a template plus its defaults.
-fn literal_text(t: &TemplateIr) -> String {
-    let mut text = String::new();
-    for part in &t.parts {
-        match part {
-            TemplatePart::Text(s) => text.push_str(s),
-            TemplatePart::Path {
-                default: Some(d), ..
-            } => text.push_str(d),
-            TemplatePart::Path { .. } => {}
-        }
-    }
-    text
+/// The length in bytes of a template's literal text plus its defaults.
+fn literal_len(t: &TemplateIr) -> usize {
+    literal_parts(t).map(str::len).sum()
 }
 
 /// Tokens of a template's literal text plus its defaults: a lower bound of what it
 /// renders to, since interpolated values are only known at run time.
 fn literal_tokens(tokenizer: crate::artifact::Tokenizer, t: &TemplateIr) -> usize {
-    crate::tokens::count(tokenizer, &literal_text(t))
+    crate::tokens::count(tokenizer, &literal_parts(t).collect::<String>())
 }
 
 fn percent(ppm: u64) -> String {
