@@ -314,7 +314,7 @@ enum Inputs {
 }
 
 fn fast_path(bytes: &Bytes) -> Option<CompileRequest> {
-    let body: FastBody = serde_json::from_slice(bytes).ok()?;
+    let body: FastBody = serde_json::from_str(ctxpack::runtime::json_text(bytes)?).ok()?;
     let target = match body.target.as_deref() {
         None | Some("raw") => Target::Raw,
         Some("openai") => Target::Openai,
@@ -594,8 +594,18 @@ async fn observe(State(service): State<Arc<Service>>, request: Request, next: Ne
             map.insert("ledger_hash".into(), Value::from(hash.as_str()));
         }
     }
-    eprintln!("{line}");
+    log_line(&line);
     response
+}
+
+/// Writes one JSON log line to stderr in a single write: stderr is unbuffered, and
+/// formatting straight into it costs a system call per fragment (dozens per line).
+fn log_line(line: &Value) {
+    use std::io::Write;
+    let mut bytes = line.to_string().into_bytes();
+    bytes.push(b'\n');
+    // A closed stderr loses the log line, never the response.
+    let _ = std::io::stderr().lock().write_all(&bytes);
 }
 
 /// Labels of a compile, from the prepared pack and the compiled context.

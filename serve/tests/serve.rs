@@ -47,6 +47,8 @@ impl Packs {
 struct Server {
     child: Child,
     address: String,
+    /// The request log (stderr after the `listening` line), as it arrives.
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Server {
@@ -65,11 +67,31 @@ impl Server {
         let line: Value = serde_json::from_str(&first).unwrap();
         let address = line["listening"].as_str().unwrap().to_owned();
         // Keep draining the request log so the server never blocks on a full pipe.
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let lines = std::sync::Arc::clone(&log);
         std::thread::spawn(move || {
-            let mut sink = String::new();
-            let _ = stderr.read_to_string(&mut sink);
+            for line in stderr.lines() {
+                let Ok(line) = line else { return };
+                lines.lock().unwrap().push(line);
+            }
         });
-        Server { child, address }
+        Server {
+            child,
+            address,
+            log,
+        }
+    }
+
+    /// The log's lines once there are `n` of them (waits up to ten seconds).
+    fn log_lines(&self, n: usize) -> Vec<String> {
+        for _ in 0..1000 {
+            let lines = self.log.lock().unwrap().clone();
+            if lines.len() >= n {
+                return lines;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.log.lock().unwrap().clone()
     }
 
     fn request(&self, method: &str, path: &str, body: &[u8]) -> Response {
@@ -308,6 +330,50 @@ fn every_error_status() {
     let r = server.compile(&basic_body());
     assert_eq!((r.status, kind(&r).as_str()), (503, "overloaded"));
     assert_eq!(r.header("retry-after"), Some("1"));
+}
+
+#[test]
+fn one_json_log_line_per_request_without_request_text() {
+    let packs = Packs::new();
+    let server = Server::start(&packs, &[]);
+    let ok = server.compile(&basic_body());
+    assert_eq!(ok.status, 200);
+    let mut invalid = basic_body();
+    invalid["request"]["context"]["user"]["age"] = json!("old");
+    assert_eq!(server.compile(&invalid).status, 422);
+    assert_eq!(server.request("GET", "/healthz", b"").status, 200);
+    let lines = server.log_lines(3);
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    let entries: Vec<Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not one JSON line: {l}")))
+        .collect();
+    let compiled = &entries[0];
+    assert_eq!(compiled["route"], "/v1/compile");
+    assert_eq!(compiled["status"], 200);
+    assert_eq!(compiled["pack"], "conformance/shop");
+    assert_eq!(compiled["version"], "1.0.0");
+    assert_eq!(compiled["outcome"], "ok");
+    assert!(compiled["intent"].is_string(), "{compiled}");
+    assert!(compiled["duration_ms"].is_number(), "{compiled}");
+    assert_eq!(
+        compiled["ledger_hash"].as_str(),
+        ok.header("x-ctxpack-ledger-hash"),
+        "{compiled}"
+    );
+    assert_eq!(entries[1]["status"], 422);
+    assert_eq!(entries[1]["outcome"], "invalid_input");
+    assert_eq!(entries[2]["route"], "/healthz");
+    // What the caller sent never reaches the log: neither its message nor its context.
+    let message = basic_body()["request"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(!message.is_empty());
+    for line in &lines {
+        assert!(!line.contains(&message), "{line}");
+        assert!(!line.contains("\"old\""), "{line}");
+    }
 }
 
 #[test]

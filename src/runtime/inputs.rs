@@ -179,17 +179,25 @@ pub fn decode_json_inputs(
     fn list<T: for<'de> Deserialize<'de>>(bytes: Option<&[u8]>) -> Option<Vec<T>> {
         match bytes {
             None => Some(Vec::new()),
-            Some(b) => serde_json::from_slice::<Option<Vec<T>>>(b)
+            Some(b) => serde_json::from_str::<Option<Vec<T>>>(json_text(b)?)
                 .ok()
                 .map(Option::unwrap_or_default),
         }
     }
     Some(CompileInputs {
-        run: serde_json::from_slice(run).ok()?,
-        request: serde_json::from_slice(request).ok()?,
+        run: serde_json::from_str(json_text(run)?).ok()?,
+        request: serde_json::from_str(json_text(request)?).ok()?,
         evidence: list(evidence)?,
         memory: list(memory)?,
     })
+}
+
+/// JSON bytes as text, checked for UTF-8 in one pass over the whole document: the
+/// parser then reads each string without checking it again (`from_slice` checks every
+/// string on its own, which costs more than one pass). Bytes that are not UTF-8 are
+/// not JSON either: `None`, as any other failure of the fast path.
+pub fn json_text(bytes: &[u8]) -> Option<&str> {
+    std::str::from_utf8(bytes).ok()
 }
 
 /// Decodes one document; a shape error names the member it is about

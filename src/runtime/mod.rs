@@ -71,8 +71,8 @@ use crate::tokens::{self, Tokenizer};
 pub use envelope::*;
 pub use error::CompileError;
 pub use inputs::{
-    decode_inputs, decode_json_inputs, CompileInputs, Evidence, InvokeRequest, MemoryItem, Role,
-    RunBudget, RunContext, RunUser, Turn,
+    decode_inputs, decode_json_inputs, json_text, CompileInputs, Evidence, InvokeRequest,
+    MemoryItem, Role, RunBudget, RunContext, RunUser, Turn,
 };
 use shared::StaticText;
 pub use tools::{CapabilityMetadata, ToolManifestEntry};
