@@ -306,6 +306,27 @@ mod tests {
         assert!(decode_json_inputs(&text(&run()), &text(&request()), Some(b"{}"), None).is_none());
         let dup = br#"{"run_id": "r", "run_id": "s", "safety_mode": "supervised"}"#;
         assert!(decode_json_inputs(dup, &text(&request()), None, None).is_none());
+        // Bytes that are not UTF-8, inside a string or out of one, are not JSON:
+        // the slow path names them.
+        let mut bad = br#"[{"id": "a", "source": "s", "content": "c"}]"#.to_vec();
+        let at = bad.iter().position(|&b| b == b'c').unwrap();
+        bad[at] = 0xff;
+        assert!(decode_json_inputs(&text(&run()), &text(&request()), Some(&bad), None).is_none());
+        assert!(serde_json::from_slice::<Value>(&bad).is_err());
+        assert!(decode_json_inputs(b"\xff{}", &text(&request()), None, None).is_none());
+        // Escapes, multibyte text and an escaped surrogate pair read as the slow path
+        // reads them.
+        let ev =
+            json!([{"id": "é\u{1F600}", "source": "\"s\"\n", "content": "日本\\", "score": 0.1}]);
+        let escaped = r#"[{"id": "\u00e9\ud83d\ude00", "source": "\"s\"\n", "content": "日本\\", "score": 0.1}]"#;
+        let fast = decode_json_inputs(
+            &text(&run()),
+            &text(&request()),
+            Some(escaped.as_bytes()),
+            None,
+        );
+        let slow = decode_inputs(run(), request(), Some(ev), None).unwrap();
+        assert_eq!(fast, Some(slow));
     }
 
     #[test]
