@@ -377,6 +377,22 @@ fn one_json_log_line_per_request_without_request_text() {
 }
 
 #[test]
+fn a_compile_past_the_request_timeout_answers_503_and_the_service_goes_on() {
+    let packs = Packs::new();
+    // A deadline of zero: the compile, handed to a worker thread, is not done when
+    // the deadline is first checked.
+    let server = Server::start(&packs, &["--timeout-ms", "0"]);
+    let r = server.compile(&basic_body());
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.json()["error"]["kind"], "timeout");
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(server.request("GET", "/healthz", b"").status, 200);
+    drop(server);
+    let server = Server::start(&packs, &["--timeout-ms", "30000"]);
+    assert_eq!(server.compile(&basic_body()).status, 200);
+}
+
+#[test]
 fn metrics_move_with_known_requests() {
     let packs = Packs::new();
     let server = Server::start(&packs, &[]);
