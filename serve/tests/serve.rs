@@ -393,6 +393,36 @@ fn a_compile_past_the_request_timeout_answers_503_and_the_service_goes_on() {
 }
 
 #[test]
+fn a_pack_that_fails_its_hash_is_refused_and_never_cached() {
+    let packs = Packs::new();
+    let registry = Registry::open(packs.registry());
+    let reference = ctxpack::registry::PackRef::parse("conformance/shop@1.0.0").unwrap();
+    let file = registry.path_of(&reference);
+    let original = std::fs::read(&file).unwrap();
+    let text = String::from_utf8(original.clone()).unwrap();
+    assert!(text.contains("conformance"));
+    // Same length, other bytes: only the hash can tell.
+    std::fs::write(&file, text.replacen("conformance", "c0nformance", 1)).unwrap();
+    let server = Server::start(&packs, &[]);
+    let r = server.compile(&basic_body());
+    // An artifact hash mismatch is invalid input (exit 4), as `ctxpack compile` says.
+    assert_eq!(r.status, 422, "{}", r.text());
+    assert_eq!(r.json()["error"]["kind"], "corrupt_registry");
+    assert_eq!(r.json()["error"]["exit_code"], 4);
+    assert_eq!(
+        metric(&server.metrics(), "ctxpack_prepared_packs", &[]),
+        Some(0.0)
+    );
+    // Repaired, the same server serves it: the failure was not cached.
+    std::fs::write(&file, &original).unwrap();
+    assert_eq!(server.compile(&basic_body()).status, 200);
+    assert_eq!(
+        metric(&server.metrics(), "ctxpack_prepared_packs", &[]),
+        Some(1.0)
+    );
+}
+
+#[test]
 fn metrics_move_with_known_requests() {
     let packs = Packs::new();
     let server = Server::start(&packs, &[]);
