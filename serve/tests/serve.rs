@@ -53,7 +53,17 @@ struct Server {
 
 impl Server {
     fn start(packs: &Packs, extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ctxpack-serve"))
+        Server::start_with(packs, extra, None)
+    }
+
+    /// [`Server::start`] held to the trust policy in `trust` (`$CTXPACK_TRUST`).
+    fn start_with(packs: &Packs, extra: &[&str], trust: Option<&Path>) -> Server {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ctxpack-serve"));
+        command.env_remove("CTXPACK_TRUST");
+        if let Some(trust) = trust {
+            command.env("CTXPACK_TRUST", trust);
+        }
+        let mut child = command
             .args(["--listen", "127.0.0.1:0", "--registry"])
             .arg(packs.registry())
             .args(extra)
@@ -420,6 +430,45 @@ fn a_pack_that_fails_its_hash_is_refused_and_never_cached() {
         metric(&server.metrics(), "ctxpack_prepared_packs", &[]),
         Some(1.0)
     );
+}
+
+#[test]
+fn a_pack_without_the_signature_its_scope_requires_is_refused_and_never_cached() {
+    let packs = Packs::new();
+    let (public, secret) = ctxpack::signing::generate(None).unwrap();
+    let key = public.lines().last().unwrap();
+    let trust = packs.dir.path().join("ctxpack.trust.toml");
+    std::fs::write(
+        &trust,
+        format!("[scopes.conformance]\nkeys = [\"{key}\"]\n"),
+    )
+    .unwrap();
+    let server = Server::start_with(&packs, &[], Some(&trust));
+    let r = server.compile(&basic_body());
+    assert_eq!(r.status, 422, "{}", r.text());
+    assert_eq!(r.json()["error"]["exit_code"], 4, "{}", r.text());
+    assert_eq!(
+        metric(&server.metrics(), "ctxpack_prepared_packs", &[]),
+        Some(0.0)
+    );
+    // Signed with the trusted key, the same server serves it.
+    let registry = Registry::open(packs.registry());
+    let reference = ctxpack::registry::PackRef::parse("conformance/shop@1.0.0").unwrap();
+    let bytes = std::fs::read(registry.path_of(&reference)).unwrap();
+    let artifact = ctxpack::artifact::verify_bytes(&bytes).unwrap();
+    let hash = artifact.hash.clone().unwrap();
+    let signature = ctxpack::signing::sign(
+        &secret,
+        None,
+        &artifact.name,
+        &artifact.version,
+        &hash,
+        &bytes,
+    )
+    .unwrap();
+    registry.store_signature(&reference, &signature).unwrap();
+    let r = server.compile(&basic_body());
+    assert_eq!(r.status, 200, "{}", r.text());
 }
 
 #[test]
