@@ -447,6 +447,7 @@ fn a_pack_without_the_signature_its_scope_requires_is_refused_and_never_cached()
     let r = server.compile(&basic_body());
     assert_eq!(r.status, 422, "{}", r.text());
     assert_eq!(r.json()["error"]["exit_code"], 4, "{}", r.text());
+    assert_eq!(r.json()["error"]["kind"], "signature_missing");
     assert_eq!(
         metric(&server.metrics(), "ctxpack_prepared_packs", &[]),
         Some(0.0)
