@@ -314,7 +314,7 @@ enum Inputs {
 }
 
 fn fast_path(bytes: &Bytes) -> Option<CompileRequest> {
-    let body: FastBody = serde_json::from_str(ctxpack::runtime::json_text(bytes)?).ok()?;
+    let body: FastBody = ctxpack::runtime::from_json_bytes(bytes)?;
     let target = match body.target.as_deref() {
         None | Some("raw") => Target::Raw,
         Some("openai") => Target::Openai,

@@ -42,6 +42,14 @@ impl Packs {
     fn registry(&self) -> PathBuf {
         self.dir.path().join("registry")
     }
+
+    /// The registry, the shop pack's pinned reference and its file there.
+    fn shop(&self) -> (Registry, ctxpack::registry::PackRef, PathBuf) {
+        let registry = Registry::open(self.registry());
+        let reference = ctxpack::registry::PackRef::parse("conformance/shop@1.0.0").unwrap();
+        let file = registry.path_of(&reference);
+        (registry, reference, file)
+    }
 }
 
 struct Server {
@@ -405,9 +413,7 @@ fn a_compile_past_the_request_timeout_answers_503_and_the_service_goes_on() {
 #[test]
 fn a_pack_that_fails_its_hash_is_refused_and_never_cached() {
     let packs = Packs::new();
-    let registry = Registry::open(packs.registry());
-    let reference = ctxpack::registry::PackRef::parse("conformance/shop@1.0.0").unwrap();
-    let file = registry.path_of(&reference);
+    let (_, _, file) = packs.shop();
     let original = std::fs::read(&file).unwrap();
     let text = String::from_utf8(original.clone()).unwrap();
     assert!(text.contains("conformance"));
@@ -453,9 +459,8 @@ fn a_pack_without_the_signature_its_scope_requires_is_refused_and_never_cached()
         Some(0.0)
     );
     // Signed with the trusted key, the same server serves it.
-    let registry = Registry::open(packs.registry());
-    let reference = ctxpack::registry::PackRef::parse("conformance/shop@1.0.0").unwrap();
-    let bytes = std::fs::read(registry.path_of(&reference)).unwrap();
+    let (registry, reference, file) = packs.shop();
+    let bytes = std::fs::read(file).unwrap();
     let artifact = ctxpack::artifact::verify_bytes(&bytes).unwrap();
     let hash = artifact.hash.clone().unwrap();
     let signature = ctxpack::signing::sign(

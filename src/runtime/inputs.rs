@@ -179,25 +179,25 @@ pub fn decode_json_inputs(
     fn list<T: for<'de> Deserialize<'de>>(bytes: Option<&[u8]>) -> Option<Vec<T>> {
         match bytes {
             None => Some(Vec::new()),
-            Some(b) => serde_json::from_str::<Option<Vec<T>>>(json_text(b)?)
-                .ok()
-                .map(Option::unwrap_or_default),
+            Some(b) => from_json_bytes::<Option<Vec<T>>>(b).map(Option::unwrap_or_default),
         }
     }
     Some(CompileInputs {
-        run: serde_json::from_str(json_text(run)?).ok()?,
-        request: serde_json::from_str(json_text(request)?).ok()?,
+        run: from_json_bytes(run)?,
+        request: from_json_bytes(request)?,
         evidence: list(evidence)?,
         memory: list(memory)?,
     })
 }
 
-/// JSON bytes as text, checked for UTF-8 in one pass over the whole document: the
-/// parser then reads each string without checking it again (`from_slice` checks every
+/// Decodes one JSON document from bytes, or `None` on any failure. The bytes are
+/// checked for UTF-8 in one pass over the whole document, then parsed as text, so the
+/// parser reads each string without checking it again (`from_slice` checks every
 /// string on its own, which costs more than one pass). Bytes that are not UTF-8 are
-/// not JSON either: `None`, as any other failure of the fast path.
-pub fn json_text(bytes: &[u8]) -> Option<&str> {
-    std::str::from_utf8(bytes).ok()
+/// not JSON either: `None`, as for any other failure of a fast path.
+pub fn from_json_bytes<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Option<T> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    serde_json::from_str(text).ok()
 }
 
 /// Decodes one document; a shape error names the member it is about

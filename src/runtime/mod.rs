@@ -71,7 +71,7 @@ use crate::tokens::{self, Tokenizer};
 pub use envelope::*;
 pub use error::CompileError;
 pub use inputs::{
-    decode_inputs, decode_json_inputs, json_text, CompileInputs, Evidence, InvokeRequest,
+    decode_inputs, decode_json_inputs, from_json_bytes, CompileInputs, Evidence, InvokeRequest,
     MemoryItem, Role, RunBudget, RunContext, RunUser, Turn,
 };
 use shared::StaticText;
