@@ -103,6 +103,86 @@ fn edits_inside_items_are_incremental() {
     assert_eq!(incremental, edits);
 }
 
+/// Everything the IR holds that the editor and the checks read, in order.
+fn ir_view(a: &ctxpack::ide::Analysis) -> String {
+    let p = &a.checked().pack;
+    format!(
+        "{:#?}",
+        (
+            (&p.tools, &p.intents, &p.policies, &p.blocks, &p.redactors),
+            (
+                &p.prohibitions,
+                &p.references,
+                &p.definitions,
+                &p.duplicates
+            ),
+            (
+                &p.broken,
+                &p.fields,
+                &p.imports,
+                &p.system,
+                &p.developer,
+                &p.budget
+            ),
+            a.occurrences(),
+        )
+    )
+}
+
+/// An edit inside one item reuses what the earlier build made of the others (their
+/// conditions and input schemas are the earlier build's own, not rebuilt copies);
+/// an edit to a declaration rebuilds every body.
+#[test]
+fn an_edit_reuses_the_bodies_of_the_items_it_keeps() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("packs/support/support.ctxpack"),
+    )
+    .unwrap();
+    let before = ctxpack::ide::Analysis::new(text.clone());
+    let edit = |at: usize, insert: &str| {
+        let mut new = text.clone();
+        new.insert_str(at, insert);
+        let after = before.edited(new.clone(), &ctxpack::imports::NoSource, None);
+        assert_eq!(
+            after.diagnostics(),
+            ctxpack::ide::Analysis::new(new.clone()).diagnostics()
+        );
+        assert_eq!(ir_view(&after), ir_view(&ctxpack::ide::Analysis::new(new)));
+        after
+    };
+    let shared = |a: &ctxpack::ide::Analysis| {
+        let (old, new) = (&before.checked().pack, &a.checked().pack);
+        assert_eq!(old.tools.len(), new.tools.len());
+        let tools: Vec<bool> = old
+            .tools
+            .iter()
+            .zip(&new.tools)
+            .map(|(x, y)| std::sync::Arc::ptr_eq(&x.input, &y.input))
+            .collect();
+        let policies = old
+            .policies
+            .iter()
+            .zip(&new.policies)
+            .filter(|(x, y)| std::sync::Arc::ptr_eq(&x.when, &y.when))
+            .count();
+        (tools, policies)
+    };
+    // Inside the second tool's description.
+    let at = text.match_indices("description \"").nth(2).unwrap().0 + 13;
+    let (tools, policies) = shared(&edit(at, "Quickly "));
+    // The edited tool is built again, and so is the next one: the text the edited
+    // one owns holds the next one's doc comment, so the reparse parses it again.
+    assert_eq!(tools[..3], [true, false, false]);
+    assert!(tools[3..].iter().all(|&s| s));
+    assert_eq!(policies, before.checked().pack.policies.len());
+    assert!(policies > 0);
+    // A new context field changes the declarations every body reads.
+    let at = text.find("context {").unwrap() + "context {".len();
+    let (tools, policies) = shared(&edit(at, "\n  extra.flag: bool?"));
+    assert!(tools.iter().all(|&s| !s));
+    assert_eq!(policies, 0);
+}
+
 /// The bundled packs and every fixture the policy analysis has something to say
 /// about (W0301–W0304, W0405).
 fn analysed_corpus() -> Vec<String> {
@@ -177,6 +257,7 @@ proptest! {
             let edited = analysis.edited(new.clone(), &ctxpack::imports::NoSource, None);
             let fresh = ctxpack::ide::Analysis::new(new.clone());
             prop_assert_eq!(edited.diagnostics(), fresh.diagnostics(), "after replacing {}..{} with {:?}", a, b, insert);
+            prop_assert_eq!(ir_view(&edited), ir_view(&fresh), "IR differs after replacing {}..{} with {:?}", a, b, insert);
             text = new;
             analysis = edited;
         }

@@ -71,11 +71,14 @@ pub fn check_parsed_keeping(
 }
 
 /// An earlier check of the same file: its IR, what its policy analysis found (when
-/// it ran) and the edit from its text to the one being checked.
+/// it ran), the edit from its text to the one being checked and the items the
+/// reparse kept.
 pub struct Earlier<'a> {
     pub pack: &'a Pack,
     pub analysis: Option<&'a [Diagnostic]>,
     pub edit: crate::span::TextEdit,
+    /// The items of the new file that are the earlier file's, moved by the edit.
+    pub kept: crate::syntax::Kept,
 }
 
 /// A check given up because the text it checks is stale.
@@ -110,8 +113,18 @@ pub fn check_parsed_reusing<E>(
         .unwrap_or_default();
     let resolution = crate::imports::resolve(&own_name, &ir::import_decls(&ast), source, lock);
     diagnostics.extend(resolution.diagnostics);
-    let (pack, ir_diags) =
-        ir::build_unless(&ast, &resolution.imported, resolution.unresolved, stop)?;
+    let build_from = earlier.as_ref().map(|e| ir::EarlierBuild {
+        pack: e.pack,
+        edit: &e.edit,
+        kept: e.kept,
+    });
+    let (pack, ir_diags) = ir::build_unless(
+        &ast,
+        &resolution.imported,
+        resolution.unresolved,
+        build_from,
+        stop,
+    )?;
     diagnostics.extend(ir_diags);
     let analysis = run_checks_reusing(&pack, &mut diagnostics, earlier, stop)?;
     sort(&mut diagnostics);

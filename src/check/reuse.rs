@@ -10,6 +10,8 @@
 //! the analysis cannot make a reuse stale without a test noticing (the property test
 //! in `tests/reparse.rs` compares every incremental check with a full one).
 
+use std::sync::Arc;
+
 use crate::diagnostic::Diagnostic;
 use crate::ir::{
     Definition, EffectIr, Field, IntentIr, NameRef, Pack, PolicyIr, TemplateIr, ToolIr,
@@ -98,7 +100,7 @@ fn tool(e: &TextEdit, a: &ToolIr, b: &ToolIr) -> bool {
         && opt_place(e, a.risk.map(|r| r.1), b.risk.map(|r| r.1))
         && a.approval.map(|r| r.0) == b.approval.map(|r| r.0)
         && opt_place(e, a.approval.map(|r| r.1), b.approval.map(|r| r.1))
-        && a.input == b.input
+        && (Arc::ptr_eq(&a.input, &b.input) || a.input == b.input)
 }
 
 /// Descriptions, tasks, budgets and doc comments aside.
@@ -116,7 +118,7 @@ fn policy(e: &TextEdit, a: &PolicyIr, b: &PolicyIr) -> bool {
         && same_place(e, a.name_span, b.name_span)
         && a.priority == b.priority
         && a.advisory == b.advisory
-        && a.when == b.when
+        && (Arc::ptr_eq(&a.when, &b.when) || a.when == b.when)
         && same_place(e, a.when_span, b.when_span)
         && all(&a.effects, &b.effects, |x, y| effect(e, x, y))
 }

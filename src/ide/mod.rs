@@ -149,9 +149,12 @@ impl Analysis {
         stop: &dyn Fn() -> Result<(), E>,
     ) -> Result<Self, (String, E)> {
         let edit = crate::span::TextEdit::between(&self.text, &text);
-        let (ast, parse_diagnostics) =
+        let (ast, parse_diagnostics, kept) =
             crate::syntax::reparse_at(&self.checked.ast, &self.parse_diagnostics, &text, edit)
-                .unwrap_or_else(|| crate::syntax::parse(&text));
+                .unwrap_or_else(|| {
+                    let (ast, diagnostics) = crate::syntax::parse(&text);
+                    (ast, diagnostics, crate::syntax::Kept::default())
+                });
         if let Err(e) = stop() {
             return Err((text, e));
         }
@@ -159,6 +162,7 @@ impl Analysis {
             pack: &self.checked.pack,
             analysis: self.policy_analysis.as_deref(),
             edit,
+            kept,
         };
         let checked = crate::check::check_parsed_reusing(
             ast,

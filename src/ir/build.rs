@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{json, Map, Value};
 
 use super::expr::Checker;
+use super::reuse::{self, EarlierBuild, ItemBody, Marks};
 use super::*;
 use crate::artifact::{valid_pack_name, Artifact, Effect};
 use crate::diagnostic::Diagnostic;
@@ -20,16 +21,19 @@ pub fn build(
     imports: &[ImportedPack],
     unresolved_imports: bool,
 ) -> (Pack, Vec<Diagnostic>) {
-    build_unless(file, imports, unresolved_imports, &|| Ok(()))
+    build_unless(file, imports, unresolved_imports, None, &|| Ok(()))
         .unwrap_or_else(|never: std::convert::Infallible| match never {})
 }
 
-/// [`build`], given up with `stop`'s error once it returns one; it is asked every
-/// few items.
+/// [`build`], reusing the bodies of the items an `earlier` build of the same file
+/// made where the edit kept them and left the declarations as they were (see
+/// [`super::reuse`]); the result is the same as without it. Given up with `stop`'s
+/// error once it returns one; it is asked every few items.
 pub fn build_unless<E>(
     file: &ast::File,
     imports: &[ImportedPack],
     unresolved_imports: bool,
+    earlier: Option<EarlierBuild<'_>>,
     stop: &dyn Fn() -> Result<(), E>,
 ) -> Result<(Pack, Vec<Diagnostic>), E> {
     let mut b = Builder {
@@ -38,7 +42,7 @@ pub fn build_unless<E>(
             ..Pack::default()
         },
         diags: Vec::new(),
-        first: HashMap::new(),
+        first: foldhash::HashMap::with_capacity_and_hasher(file.items.len(), Default::default()),
     };
     b.header(file);
     b.declare(file);
@@ -46,7 +50,8 @@ pub fn build_unless<E>(
         b.merge(import);
     }
     b.pack.index();
-    b.bodies(file, stop)?;
+    let earlier = earlier.filter(|e| reuse::same_declarations(e.pack, &b.pack, e.edit));
+    b.bodies(file, earlier, stop)?;
     b.pack.index_tools();
     Ok((b.pack, b.diags))
 }
@@ -67,11 +72,11 @@ pub fn import_decls(file: &ast::File) -> Vec<ImportDecl> {
         .collect()
 }
 
-struct Builder {
+struct Builder<'a> {
     pack: Pack,
     diags: Vec<Diagnostic>,
     /// The first definition of each (kind, name), for duplicate reports.
-    first: HashMap<(SymbolKind, String), Span>,
+    first: foldhash::HashMap<(SymbolKind, &'a str), Span>,
 }
 
 /// The singletons seen while building bodies, for E0105/E0106 and the missing-item
@@ -94,7 +99,7 @@ struct BodyOut {
     refs: Vec<Reference>,
 }
 
-impl Builder {
+impl<'a> Builder<'a> {
     fn header(&mut self, file: &ast::File) {
         let Some(h) = &file.header else {
             // With items, the parser has said that the header is missing (E0001). An
@@ -133,8 +138,8 @@ impl Builder {
     }
 
     /// Records a definition; reports E0101 for a second one.
-    fn define(&mut self, kind: SymbolKind, name: &str, span: Span) -> bool {
-        let key = (kind, name.to_owned());
+    fn define(&mut self, kind: SymbolKind, name: &'a str, span: Span) -> bool {
+        let key = (kind, name);
         if let Some(first) = self.first.get(&key) {
             self.diags.push(
                 Diagnostic::new(
@@ -160,7 +165,7 @@ impl Builder {
         true
     }
 
-    fn declare(&mut self, file: &ast::File) {
+    fn declare(&mut self, file: &'a ast::File) {
         let mut seen_budget = false;
         for item in &file.items {
             match &item.kind {
@@ -222,7 +227,7 @@ impl Builder {
                     };
                     if let Some(name) = &broken.name {
                         self.first
-                            .entry((kind, name.name.clone()))
+                            .entry((kind, name.name.as_str()))
                             .or_insert(name.span);
                         self.pack.broken.push(Definition {
                             kind,
@@ -241,7 +246,7 @@ impl Builder {
     /// prohibitions, redactors, policies and blocks (never its prompts, description,
     /// budget or intents). An item already brought in from the same pack (a diamond
     /// import) is merged once; any other clash of names is E0704.
-    fn merge(&mut self, import: &ImportedPack) {
+    fn merge(&mut self, import: &'a ImportedPack) {
         let a: &Artifact = &import.artifact;
         let at = import.span;
         let here = format!("{}@{}", a.name, a.version);
@@ -276,7 +281,7 @@ impl Builder {
                 kind_span: None,
                 risk: Some((t.risk, at)),
                 approval: Some((t.approval, at)),
-                input: t.input.clone(),
+                input: Arc::new(t.input.clone()),
                 doc: t.doc.clone(),
             });
         }
@@ -327,7 +332,7 @@ impl Builder {
                 name_span: at,
                 priority: p.priority,
                 advisory: !p.enforcing,
-                when: p.when.clone(),
+                when: Arc::new(p.when.clone()),
                 when_span: at,
                 effects,
                 doc: p.doc.clone(),
@@ -357,14 +362,14 @@ impl Builder {
     fn import_clash(
         &mut self,
         kind: SymbolKind,
-        name: &str,
+        name: &'a str,
         provenance: &str,
         at: Span,
         via: &str,
     ) -> bool {
-        let key = (kind, name.to_owned());
+        let key = (kind, name);
         if let Some(first) = self.first.get(&key).copied() {
-            match self.pack.origins.get(&key) {
+            match self.pack.origins.get(&(kind, name.to_owned())) {
                 Some(existing) if existing == provenance => return true,
                 existing => {
                     let other =
@@ -383,8 +388,10 @@ impl Builder {
                 }
             }
         }
-        self.first.insert(key.clone(), at);
-        self.pack.origins.insert(key, provenance.to_owned());
+        self.first.insert(key, at);
+        self.pack
+            .origins
+            .insert((kind, name.to_owned()), provenance.to_owned());
         self.pack.definitions.push(Definition {
             kind,
             name: name.to_owned(),
@@ -395,10 +402,10 @@ impl Builder {
 
     /// Whether `ident` is the first definition of its name (not an E0101 duplicate).
     fn is_first(&self, kind: SymbolKind, ident: &ast::Ident) -> bool {
-        self.first.get(&(kind, ident.name.clone())) == Some(&ident.span)
+        self.first.get(&(kind, ident.name.as_str())) == Some(&ident.span)
     }
 
-    fn declare_named(&mut self, kind: SymbolKind, ident: &ast::Ident) {
+    fn declare_named(&mut self, kind: SymbolKind, ident: &'a ast::Ident) {
         if self.define(kind, &ident.name, ident.span) {
             self.def(kind, ident);
         }
@@ -478,14 +485,40 @@ impl Builder {
         false
     }
 
-    fn bodies<E>(&mut self, file: &ast::File, stop: &dyn Fn() -> Result<(), E>) -> Result<(), E> {
+    fn bodies<E>(
+        &mut self,
+        file: &ast::File,
+        earlier: Option<EarlierBuild<'_>>,
+        stop: &dyn Fn() -> Result<(), E>,
+    ) -> Result<(), E> {
         let mut seen = Seen::default();
         let mut out = BodyOut::default();
+        self.pack.bodies.reserve_exact(file.items.len());
         for (k, item) in file.items.iter().enumerate() {
             if k % 64 == 63 {
                 stop()?;
             }
-            self.body(item, &mut seen, &mut out);
+            let from = Marks::of(&self.pack, &out.refs);
+            let diags = out.diags.len();
+            let reused = earlier.is_some_and(|e| {
+                reuse::reuse_body(&e, k, &mut self.pack, &mut out.refs, &mut out.diags)
+            });
+            if !reused {
+                self.body(item, &mut seen, &mut out);
+            }
+            let to = Marks::of(&self.pack, &out.refs);
+            let reusable = !matches!(
+                &item.kind,
+                ItemKind::Import(_)
+                    | ItemKind::Description(_)
+                    | ItemKind::Prompt(_)
+                    | ItemKind::Budget(_)
+                    | ItemKind::Session(_)
+            ) && !matches!(&item.kind, ItemKind::Intent(i) if i.fallback.is_some());
+            let own = out.diags.get(diags..).unwrap_or_default();
+            self.pack
+                .bodies
+                .push(ItemBody::new(reusable, from, to, own));
         }
         self.missing_items(file, &mut seen, &mut out);
         self.diags.extend(out.diags);
@@ -746,7 +779,7 @@ impl Builder {
             name_span: p.name.span,
             priority: p.priority.map_or(0, |p| p.value),
             advisory: p.advisory.is_some(),
-            when,
+            when: Arc::new(when),
             when_span: p.when.span,
             effects,
             doc: item.doc.clone(),
@@ -874,7 +907,7 @@ impl Builder {
             kind_span: t.kind.as_ref().map(|k| k.span),
             risk: t.risk.map(|r| (r.value, r.span)),
             approval: t.approval.map(|a| (a.value, a.span)),
-            input,
+            input: Arc::new(input),
             doc,
         });
     }

@@ -8,15 +8,18 @@
 
 mod build;
 pub mod expr;
+mod reuse;
 pub mod scope;
 pub mod types;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 pub use crate::artifact::valid_pack_name;
 pub use build::{build, build_unless, import_decls};
+pub use reuse::EarlierBuild;
 pub use types::Ty;
 
 use crate::artifact::{Approval, Overflow, Risk, SafetyMode, Tokenizer};
@@ -35,6 +38,11 @@ pub enum SymbolKind {
 }
 
 impl SymbolKind {
+    /// This kind's bit in a set of kinds.
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             SymbolKind::Tool => "tool",
@@ -103,10 +111,13 @@ pub struct Pack {
     pub unresolved_imports: bool,
     /// A `context` block failed to parse; uses of its fields are not reported.
     pub unresolved_fields: bool,
-    pub(crate) field_index: HashMap<String, usize>,
-    /// Every declared (kind, name), broken items included; filled by [`build`].
-    pub(crate) symbols: HashSet<(SymbolKind, String)>,
-    pub(crate) tool_index: HashMap<String, usize>,
+    pub(crate) field_index: foldhash::HashMap<String, usize>,
+    /// Every declared name with the kinds it is declared as (a bit per
+    /// [`SymbolKind`]), broken items included; filled by [`build`].
+    pub(crate) symbols: foldhash::HashMap<String, u8>,
+    pub(crate) tool_index: foldhash::HashMap<String, usize>,
+    /// What each of the file's items added, for a later build to reuse.
+    pub(crate) bodies: Vec<reuse::ItemBody>,
 }
 
 #[derive(Debug, Clone)]
@@ -170,8 +181,9 @@ pub struct ToolIr {
     pub kind_span: Option<Span>,
     pub risk: Option<(Risk, Span)>,
     pub approval: Option<(Approval, Span)>,
-    /// JSON Schema of the input.
-    pub input: Value,
+    /// JSON Schema of the input; shared with the analyses of later edits that
+    /// leave the tool as it was.
+    pub input: Arc<Value>,
     pub doc: Option<String>,
 }
 
@@ -209,8 +221,9 @@ pub struct PolicyIr {
     pub name_span: Span,
     pub priority: i64,
     pub advisory: bool,
-    /// The condition lowered to JsonLogic.
-    pub when: Value,
+    /// The condition lowered to JsonLogic; shared with the analyses of later edits
+    /// that leave the policy as it was.
+    pub when: Arc<Value>,
     pub when_span: Span,
     pub effects: Vec<EffectIr>,
     pub doc: Option<String>,
@@ -248,17 +261,21 @@ impl Pack {
 
     /// Is `name` declared as a `kind` (fully or by a broken item)?
     pub fn declares(&self, kind: SymbolKind, name: &str) -> bool {
-        self.symbols.contains(&(kind, name.to_owned()))
+        self.symbols
+            .get(name)
+            .is_some_and(|kinds| kinds & kind.bit() != 0)
     }
 
     /// Fills the lookup tables from the collected items.
     pub(crate) fn index(&mut self) {
-        self.symbols = self
-            .definitions
-            .iter()
-            .chain(self.broken.iter())
-            .map(|d| (d.kind, d.name.clone()))
-            .collect();
+        let mut symbols = foldhash::HashMap::with_capacity_and_hasher(
+            self.definitions.len() + self.broken.len(),
+            Default::default(),
+        );
+        for d in self.definitions.iter().chain(self.broken.iter()) {
+            *symbols.entry(d.name.clone()).or_insert(0) |= d.kind.bit();
+        }
+        self.symbols = symbols;
         self.index_tools();
     }
 

@@ -138,7 +138,7 @@ pub(crate) fn tool(t: &ir::ToolIr, provenance: String) -> Tool {
         kind: t.kind.clone().unwrap_or_default(),
         risk: t.risk.map_or(Risk::Low, |(r, _)| r),
         approval: t.approval.map_or(Approval::Review, |(a, _)| a),
-        input: t.input.clone(),
+        input: serde_json::Value::clone(&t.input),
         doc: t.doc.clone(),
         provenance,
     }
@@ -215,7 +215,7 @@ fn policies(pack: &Pack, origin: &Origin<'_>) -> Vec<Policy> {
             name: p.name.clone(),
             priority: p.priority,
             enforcing: !p.advisory,
-            when: p.when.clone(),
+            when: serde_json::Value::clone(&p.when),
             effects: p
                 .effects
                 .iter()

@@ -8,4 +8,4 @@ mod shift;
 pub mod strings;
 pub mod template;
 
-pub use parser::{doc_above, parse, reparse, reparse_at, skip_string, ITEM_KEYWORDS};
+pub use parser::{doc_above, parse, reparse, reparse_at, skip_string, Kept, ITEM_KEYWORDS};

@@ -53,17 +53,38 @@ pub fn reparse(
     old_diags: &[Diagnostic],
     new: &str,
 ) -> Option<(File, Vec<Diagnostic>)> {
-    reparse_at(old_file, old_diags, new, TextEdit::between(old, new))
+    reparse_at(old_file, old_diags, new, TextEdit::between(old, new)).map(|(f, d, _)| (f, d))
+}
+
+/// Which items of a reparsed file are items of the old one, the same text moved by
+/// the edit (doc comments included): the `before` first items, and from `after`
+/// on (`(old index, new index)`) the rest. What was derived from such an item alone
+/// holds for the new file with its spans moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Kept {
+    pub before: usize,
+    pub after: Option<(usize, usize)>,
+}
+
+impl Kept {
+    /// The index in the old file of the new file's item `k`, when it is kept.
+    pub fn old_index(&self, k: usize) -> Option<usize> {
+        if k < self.before {
+            return Some(k);
+        }
+        let (old, new) = self.after?;
+        k.checked_sub(new).map(|d| old + d)
+    }
 }
 
 /// [`reparse`] for a caller that has the edit already ([`TextEdit::between`] of the
-/// old text and `new`).
+/// old text and `new`); also says which items are the old file's ([`Kept`]).
 pub fn reparse_at(
     old_file: &File,
     old_diags: &[Diagnostic],
     new: &str,
     edit: TextEdit,
-) -> Option<(File, Vec<Diagnostic>)> {
+) -> Option<(File, Vec<Diagnostic>, Kept)> {
     use super::shift::Shift;
     let (start, old_end, new_end) = (edit.start, edit.old_end, edit.new_end);
     let delta = edit.delta();
@@ -143,7 +164,12 @@ pub fn reparse_at(
         .cloned()
         .collect();
     diags.extend(p.diags);
+    let mut kept = Kept {
+        before: first,
+        after: None,
+    };
     if let Some(j) = resume {
+        kept.after = Some((j, file.items.len()));
         let resume_old = items[j].span.start;
         for it in &items[j..] {
             let mut it = Item::clone(it);
@@ -160,7 +186,7 @@ pub fn reparse_at(
         }
     }
     diags.sort_by_key(|d| d.span.start);
-    Some((file, diags))
+    Some((file, diags, kept))
 }
 
 struct Driver<'s> {
