@@ -79,7 +79,9 @@ pub struct Analysis {
     text: String,
     checked: Checked,
     lines: LineIndex,
-    occurrences: Vec<Occurrence>,
+    /// Every declaration and use of a name, computed on first request: publishing
+    /// an edit's diagnostics does not wait for it.
+    occurrences: std::sync::OnceLock<Vec<Occurrence>>,
     imports: Vec<ResolvedImport>,
     /// The parser's own diagnostics, for the next [`Analysis::edited`].
     parse_diagnostics: Vec<Diagnostic>,
@@ -244,12 +246,11 @@ impl Analysis {
     }
 
     fn from_checked(text: String, checked: Checked) -> Self {
-        let occurrences = occurrences(&checked, &text);
         Analysis {
             lines: LineIndex::new(&text),
             text,
             checked,
-            occurrences,
+            occurrences: std::sync::OnceLock::new(),
             imports: Vec::new(),
             parse_diagnostics: Vec::new(),
             policy_analysis: None,
@@ -281,13 +282,14 @@ impl Analysis {
 
     /// Every declaration and use of a name, in no particular order.
     pub fn occurrences(&self) -> &[Occurrence] {
-        &self.occurrences
+        self.occurrences
+            .get_or_init(|| occurrences(&self.checked, &self.text))
     }
 
     /// The innermost occurrence at `offset` (a cursor just after a name counts).
     pub fn occurrence_at(&self, offset: usize) -> Option<&Occurrence> {
         let offset = clamp_to_char_boundary(&self.text, offset);
-        self.occurrences
+        self.occurrences()
             .iter()
             .filter(|o| o.span.contains(offset))
             .min_by_key(|o| (o.span.len(), !o.is_definition))
@@ -298,7 +300,7 @@ impl Analysis {
         let Some(at) = self.occurrence_at(offset) else {
             return Vec::new();
         };
-        self.occurrences
+        self.occurrences()
             .iter()
             .filter(|o| o.is_definition && o.kind == at.kind && o.name == at.name)
             .map(|o| o.span)
@@ -311,7 +313,7 @@ impl Analysis {
             return Vec::new();
         };
         let mut spans: Vec<Span> = self
-            .occurrences
+            .occurrences()
             .iter()
             .filter(|o| o.kind == at.kind && o.name == at.name)
             .filter(|o| include_declaration || !o.is_definition)
@@ -368,11 +370,11 @@ impl Analysis {
             return None;
         }
         let declared_here = self
-            .occurrences
+            .occurrences()
             .iter()
             .any(|o| o.is_definition && !o.imported && o.kind == at.kind && o.name == at.name);
         let imported = self
-            .occurrences
+            .occurrences()
             .iter()
             .any(|o| o.imported && o.kind == at.kind && o.name == at.name);
         if !declared_here || imported {
@@ -463,7 +465,7 @@ impl Analysis {
             }
         }
         let mut edits: Vec<TextEdit> = self
-            .occurrences
+            .occurrences()
             .iter()
             .filter(|o| o.kind == at.kind && o.name == at.name)
             .map(|o| TextEdit {
@@ -535,7 +537,8 @@ fn occurrences(checked: &Checked, text: &str) -> Vec<Occurrence> {
         .chain(pack.broken.iter())
         .chain(pack.duplicates.iter())
     {
-        let imported = pack.origins.contains_key(&(d.kind, d.name.clone()));
+        let imported =
+            !pack.origins.is_empty() && pack.origins.contains_key(&(d.kind, d.name.clone()));
         out.push(Occurrence {
             kind: d.kind,
             name: d.name.clone(),
