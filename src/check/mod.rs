@@ -147,15 +147,17 @@ pub fn run_checks(pack: &Pack, diagnostics: &mut Vec<Diagnostic>) {
 
 /// [`run_checks`], reusing the policy analysis of an `earlier` check when the edit
 /// left everything it reads as it was. Returns the policy analysis's diagnostics
-/// when it ran; `stop` is asked before the analysis.
+/// when it ran; `stop` is asked between the families of checks.
 fn run_checks_reusing<E>(
     pack: &Pack,
     diagnostics: &mut Vec<Diagnostic>,
     earlier: Option<Earlier<'_>>,
     stop: &dyn Fn() -> Result<(), E>,
 ) -> Result<Option<Vec<Diagnostic>>, E> {
+    stop()?;
     names::check(pack, diagnostics);
     safety::check(pack, diagnostics);
+    stop()?;
     budget::check(pack, diagnostics);
     redactors::check(pack, diagnostics);
     // Last: the policy analysis runs only on packs the checks above found no error in.

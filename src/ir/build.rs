@@ -45,11 +45,13 @@ pub fn build_unless<E>(
         first: foldhash::HashMap::with_capacity_and_hasher(file.items.len(), Default::default()),
     };
     b.header(file);
+    stop()?;
     b.declare(file);
     for import in imports {
         b.merge(import);
     }
     b.pack.index();
+    stop()?;
     let earlier = earlier.filter(|e| reuse::same_declarations(e.pack, &b.pack, e.edit));
     b.bodies(file, earlier, stop)?;
     b.pack.index_tools();
