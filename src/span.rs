@@ -183,10 +183,39 @@ impl TextEdit {
     }
 }
 
+/// How many bytes `a` and `b` share from the front; compared a block at a time (a
+/// `memcmp` per block), then byte by byte within the first differing block.
+fn shared_front(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 64;
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + BLOCK <= n && a[i..i + BLOCK] == b[i..i + BLOCK] {
+        i += BLOCK;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
+}
+
+/// How many bytes `a` and `b` share at the back, as [`shared_front`] does.
+fn shared_back(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 64;
+    let n = a.len().min(b.len());
+    let (la, lb) = (a.len(), b.len());
+    let mut i = 0;
+    while i + BLOCK <= n && a[la - i - BLOCK..la - i] == b[lb - i - BLOCK..lb - i] {
+        i += BLOCK;
+    }
+    while i < n && a[la - i - 1] == b[lb - i - 1] {
+        i += 1;
+    }
+    i
+}
+
 /// The length of the longest common prefix, on a character boundary.
 fn common_prefix(a: &str, b: &str) -> usize {
-    let n = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
-    let mut n = n.min(a.len()).min(b.len());
+    let mut n = shared_front(a.as_bytes(), b.as_bytes());
     while !a.is_char_boundary(n) || !b.is_char_boundary(n) {
         n -= 1;
     }
@@ -195,13 +224,7 @@ fn common_prefix(a: &str, b: &str) -> usize {
 
 /// The length of the longest common suffix, on a character boundary.
 fn common_suffix(a: &str, b: &str) -> usize {
-    let n = a
-        .bytes()
-        .rev()
-        .zip(b.bytes().rev())
-        .take_while(|(x, y)| x == y)
-        .count();
-    let mut n = n.min(a.len()).min(b.len());
+    let mut n = shared_back(a.as_bytes(), b.as_bytes());
     while !a.is_char_boundary(a.len() - n) || !b.is_char_boundary(b.len() - n) {
         n -= 1;
     }
@@ -232,6 +255,37 @@ mod tests {
         assert_eq!((e.start, e.old_end, e.new_end), (3, 3, 4));
         let e = TextEdit::between("same", "same");
         assert_eq!((e.start, e.old_end, e.new_end), (4, 4, 4));
+    }
+
+    /// The block-wise scans find what a byte-by-byte scan finds, across block
+    /// boundaries and in multibyte text.
+    #[test]
+    fn block_scans_agree_with_a_byte_scan() {
+        use proptest::prelude::*;
+        let naive_front = |a: &[u8], b: &[u8]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
+        let naive_back = |a: &[u8], b: &[u8]| {
+            a.iter()
+                .rev()
+                .zip(b.iter().rev())
+                .take_while(|(x, y)| x == y)
+                .count()
+        };
+        let text = "[aé😀\n]{0,200}";
+        proptest!(|(common in text, a in text, b in text, tail in text)| {
+            let x = format!("{common}{a}{tail}");
+            let y = format!("{common}{b}{tail}");
+            let (x, y) = (x.as_bytes(), y.as_bytes());
+            prop_assert_eq!(shared_front(x, y), naive_front(x, y));
+            prop_assert_eq!(shared_back(x, y), naive_back(x, y));
+            let e = TextEdit::between(
+                std::str::from_utf8(x).unwrap_or_default(),
+                std::str::from_utf8(y).unwrap_or_default(),
+            );
+            prop_assert!(e.start <= e.old_end && e.start <= e.new_end);
+            prop_assert_eq!(x.len() - e.old_end, y.len() - e.new_end);
+            prop_assert_eq!(&x[..e.start], &y[..e.start]);
+            prop_assert_eq!(&x[e.old_end..], &y[e.new_end..]);
+        });
     }
 
     #[test]

@@ -410,7 +410,7 @@ fn check_claims(seed: u64, counts: &mut Counts) {
                     .pack
                     .intents
                     .iter()
-                    .filter(|i| i.tools.iter().any(|t| t.name == *tool))
+                    .filter(|i| i.tools.iter().any(|t| *t.name == **tool))
                     .map(|i| i.name.as_str())
                     .collect();
                 for (inputs, cc) in &samples {

@@ -276,7 +276,7 @@ fn symbols_of(
             continue;
         }
         out.push(SymbolInformation {
-            name: name.name.clone(),
+            name: name.name.to_string(),
             kind,
             tags: None,
             deprecated: None,

@@ -326,7 +326,7 @@ fn escalation(p: &PolicyIr) -> Option<&str> {
 
 fn denies(p: &PolicyIr, tool: &str) -> bool {
     p.effects.iter().any(|e| match e {
-        EffectIr::Deny(tools) => tools.iter().any(|t| t.name == tool),
+        EffectIr::Deny(tools) => tools.iter().any(|t| &*t.name == tool),
         _ => false,
     })
 }

@@ -408,7 +408,7 @@ fn candidate_pairs(cx: &Cx<'_>, group: &[usize]) -> Vec<(usize, usize)> {
                 _ => continue,
             };
             for t in tools {
-                let entry = gates.entry(t.name.as_str()).or_default();
+                let entry = gates.entry(t.name.as_ref()).or_default();
                 if deny {
                     entry.1.push(i);
                 } else {
@@ -469,9 +469,9 @@ fn conflict(
                 if super::denies(denier, &t.name)
                     && !clashes
                         .iter()
-                        .any(|c| matches!(c, Clash::Gate(x, ..) if *x == t.name))
+                        .any(|c| matches!(c, Clash::Gate(x, ..) if **x == *t.name))
                 {
-                    clashes.push(Clash::Gate(t.name.clone(), &raiser.name, &denier.name));
+                    clashes.push(Clash::Gate(t.name.to_string(), &raiser.name, &denier.name));
                 }
             }
         }

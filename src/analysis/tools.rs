@@ -216,7 +216,7 @@ fn effect_index<'p>(cx: &Cx<'p>) -> EffectIndex<'p> {
                 _ => continue,
             };
             for t in tools {
-                let entry = index.entry(t.name.as_str()).or_default();
+                let entry = index.entry(t.name.as_ref()).or_default();
                 let list = if deny { &mut entry.0 } else { &mut entry.1 };
                 if list.last() != Some(&i) {
                     list.push(i);
@@ -291,7 +291,7 @@ pub(super) fn table(cx: &mut Cx<'_>) -> ToolTable {
             let mut statuses = Vec::with_capacity(tools.len());
             for t in &tools {
                 let approval = t.approval.map_or(Approval::Auto, |a| a.0);
-                let status = if pack.prohibitions.iter().any(|p| p.name == t.name) {
+                let status = if pack.prohibitions.iter().any(|p| *p.name == *t.name) {
                     Status::Withheld(Withheld::Prohibited)
                 } else if approval > mode.ceiling() {
                     Status::Withheld(Withheld::ApprovalExceeds(approval))
@@ -461,7 +461,7 @@ pub(super) fn check(cx: &mut Cx<'_>, diags: &mut Vec<Diagnostic>) {
         let Some((permitting, statuses)) = seen.get(tool.name.as_str()) else {
             continue; // permitted by no intent: W0401
         };
-        if cx.pack.prohibitions.iter().any(|p| p.name == tool.name) {
+        if cx.pack.prohibitions.iter().any(|p| *p.name == *tool.name) {
             continue;
         }
         let never = statuses

@@ -58,8 +58,8 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
         let Some(o) = &intent.budget else { continue };
         let mut effective = shares.clone();
         for (bucket, share) in &o.overrides {
-            if effective.contains_key(bucket.name.as_str()) {
-                effective.insert(bucket.name.as_str(), *share);
+            if effective.contains_key(bucket.name.as_ref()) {
+                effective.insert(bucket.name.as_ref(), *share);
             }
         }
         let sum: u64 = effective.values().sum();

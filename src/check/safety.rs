@@ -20,12 +20,12 @@ pub const TOOL_KINDS: &[&str] = &[
 pub const MAX_TOOL_NAME: usize = 64;
 
 pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
-    let prohibited: HashSet<&str> = pack.prohibitions.iter().map(|p| p.name.as_str()).collect();
+    let prohibited: HashSet<&str> = pack.prohibitions.iter().map(|p| p.name.as_ref()).collect();
     intent_tools(pack, &prohibited, diags);
     let permitted: HashSet<&str> = pack
         .intents
         .iter()
-        .flat_map(|i| i.tools.iter().map(|t| t.name.as_str()))
+        .flat_map(|i| i.tools.iter().map(|t| t.name.as_ref()))
         .collect();
     let use_ = Use {
         prohibited: &prohibited,
@@ -50,7 +50,7 @@ fn intent_tools(pack: &Pack, prohibited: &HashSet<&str>, diags: &mut Vec<Diagnos
     for intent in &pack.intents {
         let ceiling = intent.safety.ceiling();
         for r in &intent.tools {
-            if prohibited.contains(r.name.as_str()) {
+            if prohibited.contains(r.name.as_ref()) {
                 let first = pack.prohibitions.iter().find(|p| p.name == r.name);
                 let mut d = Diagnostic::new(
                     "E0403",
@@ -230,7 +230,7 @@ fn approval_raises(pack: &Pack, diags: &mut Vec<Diagnostic>) {
     for intent in &pack.intents {
         for t in &intent.tools {
             permitted_by
-                .entry(t.name.as_str())
+                .entry(t.name.as_ref())
                 .or_default()
                 .push(intent);
         }
@@ -249,7 +249,7 @@ fn approval_raises(pack: &Pack, diags: &mut Vec<Diagnostic>) {
                 };
                 let raised = approval.max(Approval::Confirm);
                 let over: Vec<&str> = permitted_by
-                    .get(r.name.as_str())
+                    .get(r.name.as_ref())
                     .into_iter()
                     .flatten()
                     .filter(|i| approval <= i.safety.ceiling() && raised > i.safety.ceiling())

@@ -27,7 +27,7 @@ fn template(t: &TemplateIr) -> Value {
 }
 
 fn names(refs: &[crate::ir::NameRef]) -> Vec<&str> {
-    refs.iter().map(|r| r.name.as_str()).collect()
+    refs.iter().map(|r| r.name.as_ref()).collect()
 }
 
 /// Everything the IR holds except spans: what formatting must not change.

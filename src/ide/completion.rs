@@ -304,7 +304,10 @@ pub(super) fn complete(a: &Analysis, offset: usize) -> Vec<CompletionItem> {
         // prohibits.
         let prohibited: Vec<String> = if list == "tools" {
             let pack = &ctx.analysis.checked().pack;
-            pack.prohibitions.iter().map(|p| p.name.clone()).collect()
+            pack.prohibitions
+                .iter()
+                .map(|p| p.name.to_string())
+                .collect()
         } else {
             Vec::new()
         };

@@ -170,7 +170,7 @@ fn not_declared(a: &Analysis, kind: SymbolKind, name: &str) -> String {
     if let Some((_, candidate)) = nearest {
         let candidate = match kind {
             SymbolKind::Field => format!("ctx.{candidate}"),
-            _ => candidate.clone(),
+            _ => candidate.to_string(),
         };
         out.push_str(&format!("\n\ndid you mean `{candidate}`?"));
     }
@@ -207,7 +207,7 @@ fn describe(a: &Analysis, kind: SymbolKind, name: &str) -> String {
                     out.push_str(&format!("\n- `{field}: {ty}`"));
                 }
             }
-            if pack.prohibitions.iter().any(|p| p.name == name) {
+            if pack.prohibitions.iter().any(|p| &*p.name == name) {
                 out.push_str("\n\n**prohibited** in this pack");
             }
         }
@@ -319,7 +319,7 @@ fn overflow(o: crate::artifact::Overflow) -> &'static str {
 fn effect(e: &EffectIr) -> String {
     let names = |n: &[crate::ir::NameRef]| {
         n.iter()
-            .map(|r| r.name.as_str())
+            .map(|r| r.name.as_ref())
             .collect::<Vec<_>>()
             .join(", ")
     };

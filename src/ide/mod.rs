@@ -538,10 +538,10 @@ fn occurrences(checked: &Checked, text: &str) -> Vec<Occurrence> {
         .chain(pack.duplicates.iter())
     {
         let imported =
-            !pack.origins.is_empty() && pack.origins.contains_key(&(d.kind, d.name.clone()));
+            !pack.origins.is_empty() && pack.origins.contains_key(&(d.kind, d.name.to_string()));
         out.push(Occurrence {
             kind: d.kind,
-            name: d.name.clone(),
+            name: d.name.to_string(),
             span: d.span,
             is_definition: true,
             imported,

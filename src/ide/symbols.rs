@@ -36,9 +36,9 @@ pub struct OutlineSymbol {
     pub children: Vec<OutlineSymbol>,
 }
 
-fn leaf(name: String, kind: OutlineKind, span: Span, selection: Span) -> OutlineSymbol {
+fn leaf(name: &str, kind: OutlineKind, span: Span, selection: Span) -> OutlineSymbol {
     OutlineSymbol {
-        name,
+        name: name.to_owned(),
         detail: None,
         kind,
         span: span.to(selection),
@@ -72,7 +72,7 @@ pub(super) fn outline(a: &Analysis) -> Vec<OutlineSymbol> {
     let trim = |s: Span| trim_trivia(text, s);
     let mut out = Vec::new();
     if let Some(h) = &file.header {
-        let mut s = leaf(h.name.value.clone(), OutlineKind::Pack, h.span, h.name.span);
+        let mut s = leaf(&h.name.value, OutlineKind::Pack, h.span, h.name.span);
         s.detail = Some(h.version.value.clone());
         out.push(s);
     }
@@ -81,26 +81,19 @@ pub(super) fn outline(a: &Analysis) -> Vec<OutlineSymbol> {
         let kw = item.keyword;
         let sym = match &item.kind {
             ItemKind::Import(i) => {
-                let mut s = leaf(i.name.value.clone(), OutlineKind::Import, span, i.name.span);
+                let mut s = leaf(&i.name.value, OutlineKind::Import, span, i.name.span);
                 s.detail = i.version.as_ref().map(|v| v.value.clone());
                 s
             }
-            ItemKind::Description(_) => {
-                leaf("description".into(), OutlineKind::Description, span, kw)
-            }
-            ItemKind::Session(_) => leaf(
-                "session directives".into(),
-                OutlineKind::Description,
-                span,
-                kw,
-            ),
+            ItemKind::Description(_) => leaf("description", OutlineKind::Description, span, kw),
+            ItemKind::Session(_) => leaf("session directives", OutlineKind::Description, span, kw),
             ItemKind::Context(fields) => {
-                let mut s = leaf("context".into(), OutlineKind::Context, span, kw);
+                let mut s = leaf("context", OutlineKind::Context, span, kw);
                 s.children = fields
                     .iter()
                     .map(|f| {
                         let mut c = leaf(
-                            f.path.name.clone(),
+                            &f.path.name,
                             OutlineKind::Field,
                             f.path.span.to(trim(f.ty.span)),
                             f.path.span,
@@ -116,21 +109,16 @@ pub(super) fn outline(a: &Analysis) -> Vec<OutlineSymbol> {
                     Role::System => "prompt system",
                     Role::Developer => "prompt developer",
                 };
-                leaf(role.into(), OutlineKind::Prompt, span, p.role_span)
+                leaf(role, OutlineKind::Prompt, span, p.role_span)
             }
             ItemKind::Budget(b) => {
-                let mut s = leaf("budget".into(), OutlineKind::Budget, span, kw);
+                let mut s = leaf("budget", OutlineKind::Budget, span, kw);
                 s.detail = b.total.map(|t| format!("{} tokens", t.value));
                 s.children = b
                     .buckets
                     .iter()
                     .map(|k| {
-                        let mut c = leaf(
-                            k.name.name.clone(),
-                            OutlineKind::Bucket,
-                            k.span,
-                            k.name.span,
-                        );
+                        let mut c = leaf(&k.name.name, OutlineKind::Bucket, k.span, k.name.span);
                         c.detail = k.share.map(|sh| super::percent(sh.value));
                         c
                     })
@@ -138,15 +126,15 @@ pub(super) fn outline(a: &Analysis) -> Vec<OutlineSymbol> {
                 s
             }
             ItemKind::Tool(t) => {
-                let mut s = leaf(t.name.name.clone(), OutlineKind::Tool, span, t.name.span);
-                s.detail = t.kind.as_ref().map(|k| k.name.clone());
+                let mut s = leaf(&t.name.name, OutlineKind::Tool, span, t.name.span);
+                s.detail = t.kind.as_ref().map(|k| k.name.to_string());
                 s.children = t
                     .input
                     .iter()
                     .flatten()
                     .map(|f| {
                         let mut c = leaf(
-                            f.name.name.clone(),
+                            &f.name.name,
                             OutlineKind::Field,
                             f.name.span.to(trim(f.ty.span)),
                             f.name.span,
@@ -158,32 +146,27 @@ pub(super) fn outline(a: &Analysis) -> Vec<OutlineSymbol> {
                 s
             }
             ItemKind::Prohibit(names) => {
-                let list: Vec<&str> = names.iter().map(|n| n.name.as_str()).collect();
+                let list: Vec<&str> = names.iter().map(|n| n.name.as_ref()).collect();
                 leaf(
-                    format!("prohibit {}", list.join(", ")),
+                    &format!("prohibit {}", list.join(", ")),
                     OutlineKind::Prohibit,
                     span,
                     kw,
                 )
             }
             ItemKind::Intent(i) => {
-                let mut s = leaf(i.name.name.clone(), OutlineKind::Intent, span, i.name.span);
+                let mut s = leaf(&i.name.name, OutlineKind::Intent, span, i.name.span);
                 s.detail = i.fallback.map(|_| "fallback".to_owned());
                 s
             }
-            ItemKind::Redactor(r) => leaf(
-                r.name.name.clone(),
-                OutlineKind::Redactor,
-                span,
-                r.name.span,
-            ),
+            ItemKind::Redactor(r) => leaf(&r.name.name, OutlineKind::Redactor, span, r.name.span),
             ItemKind::Policy(p) => {
-                let mut s = leaf(p.name.name.clone(), OutlineKind::Policy, span, p.name.span);
+                let mut s = leaf(&p.name.name, OutlineKind::Policy, span, p.name.span);
                 s.detail = p.priority.map(|p| format!("priority {}", p.value));
                 s
             }
             ItemKind::Block(b) => {
-                let mut s = leaf(b.name.name.clone(), OutlineKind::Block, span, b.name.span);
+                let mut s = leaf(&b.name.name, OutlineKind::Block, span, b.name.span);
                 s.detail = Some(format!("in {}", b.bucket.name));
                 s
             }
@@ -204,8 +187,8 @@ pub(super) fn outline(a: &Analysis) -> Vec<OutlineSymbol> {
                     BrokenKind::Other => continue,
                 };
                 match &b.name {
-                    Some(name) => leaf(name.name.clone(), kind, span, name.span),
-                    None => leaf(fallback.to_owned(), kind, span, kw),
+                    Some(name) => leaf(&name.name, kind, span, name.span),
+                    None => leaf(fallback, kind, span, kw),
                 }
             }
         };

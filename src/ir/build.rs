@@ -158,7 +158,7 @@ impl<'a> Builder<'a> {
             );
             self.pack.duplicates.push(Definition {
                 kind,
-                name: name.to_owned(),
+                name: name.into(),
                 span,
             });
             return false;
@@ -197,9 +197,9 @@ impl<'a> Builder<'a> {
                             self.def(SymbolKind::Field, &f.path);
                             self.pack
                                 .field_index
-                                .insert(f.path.name.clone(), self.pack.fields.len());
+                                .insert(f.path.name.to_string(), self.pack.fields.len());
                             self.pack.fields.push(Field {
-                                path: f.path.name.clone(),
+                                path: f.path.name.to_string(),
                                 ty: Ty::from_ast(&f.ty.kind),
                                 optional: f.ty.optional,
                                 span: f.path.span,
@@ -229,7 +229,7 @@ impl<'a> Builder<'a> {
                     };
                     if let Some(name) = &broken.name {
                         self.first
-                            .entry((kind, name.name.as_str()))
+                            .entry((kind, name.name.as_ref()))
                             .or_insert(name.span);
                         self.pack.broken.push(Definition {
                             kind,
@@ -253,7 +253,7 @@ impl<'a> Builder<'a> {
         let at = import.span;
         let here = format!("{}@{}", a.name, a.version);
         let nref = |n: &String| NameRef {
-            name: n.clone(),
+            name: n.as_str().into(),
             span: at,
         };
         for f in &a.context {
@@ -288,7 +288,7 @@ impl<'a> Builder<'a> {
             });
         }
         for p in &a.prohibitions {
-            if !self.pack.prohibitions.iter().any(|q| q.name == p.tool) {
+            if !self.pack.prohibitions.iter().any(|q| *q.name == *p.tool) {
                 self.pack.prohibitions.push(nref(&p.tool));
                 self.pack
                     .prohibition_origins
@@ -396,7 +396,7 @@ impl<'a> Builder<'a> {
             .insert((kind, name.to_owned()), provenance.to_owned());
         self.pack.definitions.push(Definition {
             kind,
-            name: name.to_owned(),
+            name: name.into(),
             span: at,
         });
         false
@@ -404,7 +404,7 @@ impl<'a> Builder<'a> {
 
     /// Whether `ident` is the first definition of its name (not an E0101 duplicate).
     fn is_first(&self, kind: SymbolKind, ident: &ast::Ident) -> bool {
-        self.first.get(&(kind, ident.name.as_str())) == Some(&ident.span)
+        self.first.get(&(kind, ident.name.as_ref())) == Some(&ident.span)
     }
 
     fn declare_named(&mut self, kind: SymbolKind, ident: &'a ast::Ident) {
@@ -560,7 +560,7 @@ impl<'a> Builder<'a> {
             }
             ItemKind::Intent(i) => self.intent(item, i, seen, out),
             ItemKind::Redactor(r) => self.pack.redactors.push(RedactorIr {
-                name: r.name.name.clone(),
+                name: r.name.name.to_string(),
                 name_span: r.name.span,
                 pattern: r.pattern.value.clone(),
                 pattern_span: r.pattern.span,
@@ -653,7 +653,7 @@ impl<'a> Builder<'a> {
                     .buckets
                     .iter()
                     .map(|bk| BucketIr {
-                        name: bk.name.name.clone(),
+                        name: bk.name.name.to_string(),
                         name_span: bk.name.span,
                         share_ppm: bk.share.map(|s| s.value),
                         share_span: bk.share.map(|s| s.span),
@@ -721,7 +721,7 @@ impl<'a> Builder<'a> {
             }
         };
         self.pack.intents.push(IntentIr {
-            name: i.name.name.clone(),
+            name: i.name.name.to_string(),
             name_span: i.name.span,
             fallback: i.fallback.is_some(),
             description: i.description.as_ref().map(|d| d.value.clone()),
@@ -777,7 +777,7 @@ impl<'a> Builder<'a> {
             );
         }
         self.pack.policies.push(PolicyIr {
-            name: p.name.name.clone(),
+            name: p.name.name.to_string(),
             name_span: p.name.span,
             priority: p.priority.map_or(0, |p| p.value),
             advisory: p.advisory.is_some(),
@@ -796,7 +796,7 @@ impl<'a> Builder<'a> {
         }
         .template(&bl.text);
         self.pack.blocks.push(BlockIr {
-            name: bl.name.name.clone(),
+            name: bl.name.name.to_string(),
             name_span: bl.name.span,
             bucket: name_ref(&bl.bucket),
             priority: bl.priority.map_or(0, |p| p.value),
@@ -854,7 +854,7 @@ impl<'a> Builder<'a> {
         let mut required = Vec::new();
         let mut seen: HashMap<&str, Span> = HashMap::new();
         for decl in t.input.iter().flatten() {
-            if let Some(first) = seen.get(decl.name.name.as_str()) {
+            if let Some(first) = seen.get(decl.name.name.as_ref()) {
                 diags.push(
                     Diagnostic::new(
                         "E0101",
@@ -872,7 +872,7 @@ impl<'a> Builder<'a> {
             if let (Some(d), Value::Object(m)) = (&decl.doc, &mut schema) {
                 m.insert("description".into(), json!(d));
             }
-            properties.insert(decl.name.name.clone(), schema);
+            properties.insert(decl.name.name.to_string(), schema);
             if !decl.ty.optional {
                 required.push(json!(decl.name.name));
             }
@@ -902,10 +902,10 @@ impl<'a> Builder<'a> {
             }
         }
         self.pack.tools.push(ToolIr {
-            name: t.name.name.clone(),
+            name: t.name.name.to_string(),
             name_span: t.name.span,
             description: t.description.as_ref().map(|d| d.value.clone()),
-            kind: t.kind.as_ref().map(|k| k.name.clone()),
+            kind: t.kind.as_ref().map(|k| k.name.to_string()),
             kind_span: t.kind.as_ref().map(|k| k.span),
             risk: t.risk.map(|r| (r.value, r.span)),
             approval: t.approval.map(|a| (a.value, a.span)),

@@ -83,7 +83,7 @@ impl Checker<'_> {
                             if let Some(field) = &r.field {
                                 self.refs.push(Reference {
                                     kind: SymbolKind::Field,
-                                    name: field.clone(),
+                                    name: field.as_str().into(),
                                     span: i.path_span,
                                 });
                             }
@@ -165,7 +165,7 @@ impl Checker<'_> {
                         if let Some(field) = r.field {
                             self.refs.push(Reference {
                                 kind: SymbolKind::Field,
-                                name: field,
+                                name: field.into(),
                                 span: *span,
                             });
                         }
@@ -265,7 +265,7 @@ impl Checker<'_> {
         if let Some(field) = &r.field {
             self.refs.push(Reference {
                 kind: SymbolKind::Field,
-                name: field.clone(),
+                name: field.as_str().into(),
                 span,
             });
         }
@@ -411,7 +411,7 @@ impl Checker<'_> {
         if self.pack.declares(SymbolKind::Intent, name) {
             self.refs.push(Reference {
                 kind: SymbolKind::Intent,
-                name: name.clone(),
+                name: name.as_str().into(),
                 span: s.span,
             });
         } else {

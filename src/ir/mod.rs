@@ -61,7 +61,7 @@ impl SymbolKind {
 pub struct Reference {
     pub kind: SymbolKind,
     /// The tool/intent/... name, or for fields the path below `ctx`.
-    pub name: String,
+    pub name: Arc<str>,
     pub span: Span,
 }
 
@@ -69,7 +69,7 @@ pub struct Reference {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Definition {
     pub kind: SymbolKind,
-    pub name: String,
+    pub name: Arc<str>,
     pub span: Span,
 }
 
@@ -114,7 +114,7 @@ pub struct Pack {
     pub(crate) field_index: foldhash::HashMap<String, usize>,
     /// Every declared name with the kinds it is declared as (a bit per
     /// [`SymbolKind`]), broken items included; filled by [`build`].
-    pub(crate) symbols: foldhash::HashMap<String, u8>,
+    pub(crate) symbols: foldhash::HashMap<Arc<str>, u8>,
     pub(crate) tool_index: foldhash::HashMap<String, usize>,
     /// What each of the file's items added, for a later build to reuse.
     pub(crate) bodies: Vec<reuse::ItemBody>,
@@ -130,7 +130,7 @@ pub struct ImportDecl {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NameRef {
-    pub name: String,
+    pub name: Arc<str>,
     pub span: Span,
 }
 
@@ -296,7 +296,7 @@ impl Pack {
             .iter()
             .chain(self.broken.iter())
             .filter(move |d| d.kind == kind)
-            .map(|d| d.name.as_str())
+            .map(|d| d.name.as_ref())
     }
 
     /// `scope/name@version`.

@@ -149,10 +149,10 @@ fn prohibitions(pack: &Pack, origin: &Origin<'_>) -> Vec<Prohibition> {
         .prohibitions
         .iter()
         .map(|p| Prohibition {
-            tool: p.name.clone(),
+            tool: p.name.to_string(),
             provenance: pack
                 .prohibition_origins
-                .get(&p.name)
+                .get(&*p.name)
                 .cloned()
                 .unwrap_or_else(|| origin.own.clone()),
         })
@@ -172,7 +172,7 @@ fn intents(pack: &Pack) -> Vec<Intent> {
                 name: i.name.clone(),
                 description: i.description.clone(),
                 safety: i.safety,
-                tools: i.tools.iter().map(|t| t.name.clone()).collect(),
+                tools: i.tools.iter().map(|t| t.name.to_string()).collect(),
                 task: i.task.as_ref().map(template).unwrap_or(Template {
                     text: String::new(),
                     parts: Vec::new(),
@@ -181,7 +181,7 @@ fn intents(pack: &Pack) -> Vec<Intent> {
                     .budget
                     .iter()
                     .flat_map(|b| b.overrides.iter())
-                    .map(|(n, s)| (n.name.clone(), *s))
+                    .map(|(n, s)| (n.name.to_string(), *s))
                     .collect(),
                 fallback: i.fallback,
                 doc: i.doc.clone(),
@@ -246,7 +246,7 @@ fn blocks(pack: &Pack, origin: &Origin<'_>) -> Vec<Block> {
         .iter()
         .map(|b| Block {
             name: b.name.clone(),
-            bucket: b.bucket.name.clone(),
+            bucket: b.bucket.name.to_string(),
             priority: b.priority,
             text: template(&b.text),
             doc: b.doc.clone(),
@@ -265,5 +265,5 @@ pub(crate) fn template(t: &TemplateIr) -> Template {
 }
 
 fn names(n: &[ir::NameRef]) -> Vec<String> {
-    n.iter().map(|r| r.name.clone()).collect()
+    n.iter().map(|r| r.name.to_string()).collect()
 }

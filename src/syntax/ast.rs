@@ -17,7 +17,8 @@ pub struct File {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ident {
-    pub name: String,
+    /// Shared: the IR's definitions and references to it clone it without copying.
+    pub name: std::sync::Arc<str>,
     pub span: Span,
 }
 
@@ -27,18 +28,28 @@ pub struct StrLit {
     pub value: String,
     /// The whole literal, quotes included.
     pub span: Span,
-    /// For each byte of `value`, the source offset it came from; one extra entry maps
-    /// the end of the value. Template diagnostics use it to point inside strings.
-    pub offsets: Vec<usize>,
+    /// For each byte of `value`, the source offset it came from, counted from
+    /// `span.start`; one extra entry maps the end of the value. Template diagnostics
+    /// use it to point inside strings ([`StrLit::sub_span`]). Relative and shared, so
+    /// moving the literal (an edit before it) moves only its span.
+    pub offsets: std::sync::Arc<[u32]>,
     /// Byte positions in `value` of `{{` pairs written `\{{`: literal braces, not
     /// interpolations.
     pub literal_braces: Vec<usize>,
 }
 
 impl StrLit {
+    /// The source offset byte `i` of `value` came from (`value.len()`: the end of the
+    /// value; past that, the end of the literal).
+    pub fn offset(&self, i: usize) -> usize {
+        self.offsets
+            .get(i)
+            .map_or(self.span.end, |&o| self.span.start + o as usize)
+    }
+
     /// The source span of `value[start..end]`.
     pub fn sub_span(&self, start: usize, end: usize) -> Span {
-        let at = |i: usize| self.offsets.get(i).copied().unwrap_or(self.span.end);
+        let at = |i: usize| self.offset(i);
         if end > start {
             // The end of a sub-span is just past the source of its last byte.
             let last = at(end - 1);

@@ -456,7 +456,7 @@ impl<'s> Driver<'s> {
             .and_then(|mut pairs| pairs.next())
             .and_then(|pair| pair.into_inner().nth(1))
             .map(|p| Ident {
-                name: p.as_str().to_owned(),
+                name: p.as_str().into(),
                 span: self.span_at(pos, &p),
             });
         Some(Item {
@@ -541,7 +541,7 @@ impl<'s> Driver<'s> {
 
     fn ident(&self, base: usize, pair: &Pair<'_, Rule>) -> Ident {
         Ident {
-            name: pair.as_str().to_owned(),
+            name: pair.as_str().into(),
             span: self.abs(base, pair),
         }
     }
@@ -659,7 +659,7 @@ impl<'s> Driver<'s> {
         let mut inner = pair.into_inner();
         let path = inner.next().map_or(
             Ident {
-                name: String::new(),
+                name: "".into(),
                 span,
             },
             |p| self.ident(base, &p),
@@ -849,7 +849,7 @@ impl<'s> Driver<'s> {
         inner.next(); // `bucket`
         let name = inner.next().map_or(
             Ident {
-                name: String::new(),
+                name: "".into(),
                 span,
             },
             |p| self.ident(base, &p),
@@ -961,7 +961,7 @@ impl<'s> Driver<'s> {
                             let mut parts = q.into_inner();
                             let name = parts.next().map_or(
                                 Ident {
-                                    name: String::new(),
+                                    name: "".into(),
                                     span,
                                 },
                                 |n| self.ident(base, &n),
@@ -1322,7 +1322,7 @@ fn empty_lit(at: usize) -> StrLit {
     StrLit {
         value: String::new(),
         span: Span::new(at, at),
-        offsets: vec![at],
+        offsets: std::sync::Arc::new([0]),
         literal_braces: Vec::new(),
     }
 }

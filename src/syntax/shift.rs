@@ -55,11 +55,9 @@ impl Shift for Ident {
 }
 
 impl Shift for StrLit {
+    /// The offsets are relative to the span: only the span moves.
     fn shift(&mut self, delta: isize) {
         self.span.shift(delta);
-        for o in &mut self.offsets {
-            *o = moved(*o, delta);
-        }
     }
 }
 

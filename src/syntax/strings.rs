@@ -84,10 +84,11 @@ pub fn decode(source: &str, span: Span, triple: bool, diags: &mut Vec<Diagnostic
         }
     }
     offsets.push(inner_end);
+    let relative = |at: usize| u32::try_from(at - span.start).unwrap_or(u32::MAX);
     StrLit {
         value,
         span,
-        offsets,
+        offsets: offsets.into_iter().map(relative).collect(),
         literal_braces,
     }
 }
@@ -156,7 +157,23 @@ mod tests {
         assert_eq!(s.value, "You are\n  indented\n\ndone");
         // The `d` of `done` maps back to its source position.
         let d = s.value.find("done").unwrap();
-        assert_eq!(&src[s.offsets[d]..s.offsets[d] + 4], "done");
+        assert_eq!(&src[s.offset(d)..s.offset(d) + 4], "done");
+    }
+
+    #[test]
+    fn offsets_are_relative_to_the_literal_and_survive_a_move() {
+        use crate::syntax::shift::Shift;
+        let src = "prefix \"x{{ a }}\\ny\"";
+        let mut d = Vec::new();
+        let mut s = decode(src, Span::new(7, src.len()), false, &mut d);
+        let a = s.value.find('a').unwrap();
+        assert_eq!(&src[s.offset(a)..s.offset(a) + 1], "a");
+        assert_eq!(s.sub_span(a, a + 1), Span::new(12, 13));
+        // Moved by an edit before it: the same characters, further on.
+        s.shift(5);
+        let moved = format!("12345{src}");
+        assert_eq!(&moved[s.offset(a)..s.offset(a) + 1], "a");
+        assert_eq!(s.offset(s.value.len() + 1), s.span.end);
     }
 
     #[test]
