@@ -496,6 +496,21 @@ impl<'a> Builder<'a> {
         let mut seen = Seen::default();
         let mut out = BodyOut::default();
         self.pack.bodies.reserve_exact(file.items.len());
+        // An edit mostly keeps the lists as long as they were: room for them up front
+        // spares growing (copying, and touching fresh memory) item by item.
+        if let Some(e) = &earlier {
+            fn room<T>(list: &mut Vec<T>, was: usize) {
+                list.reserve(was.saturating_sub(list.len()));
+            }
+            let (old, p) = (e.pack, &mut self.pack);
+            room(&mut p.tools, old.tools.len());
+            room(&mut p.intents, old.intents.len());
+            room(&mut p.policies, old.policies.len());
+            room(&mut p.blocks, old.blocks.len());
+            room(&mut p.redactors, old.redactors.len());
+            room(&mut p.prohibitions, old.prohibitions.len());
+            room(&mut out.refs, old.references.len());
+        }
         for (k, item) in file.items.iter().enumerate() {
             if k % 64 == 63 {
                 stop()?;
