@@ -44,7 +44,7 @@ impl From<Span> for miette::SourceSpan {
 }
 
 /// Line starts of a text, for offset ↔ position conversions.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LineIndex {
     starts: Vec<usize>,
     len: usize,
@@ -64,6 +64,29 @@ impl LineIndex {
         LineIndex {
             starts,
             len: text.len(),
+        }
+    }
+
+    /// The index of `new`, which `edit` made of the text this indexes: the line
+    /// starts before the edit are kept, those in the inserted text found, those after
+    /// it moved. Only the inserted text is scanned.
+    pub fn edited(&self, new: &str, edit: &TextEdit) -> Self {
+        // A line starts just after a newline: the newlines before the edit are
+        // the starts up to `edit.start`, those after it the starts past `old_end`.
+        let before = self.starts.partition_point(|&s| s <= edit.start);
+        let after = self.starts.partition_point(|&s| s <= edit.old_end);
+        let inserted = new
+            .as_bytes()
+            .get(edit.start..edit.new_end)
+            .unwrap_or_default();
+        let mut starts = Vec::with_capacity(self.starts.len() + inserted.len());
+        starts.extend_from_slice(&self.starts[..before]);
+        starts.extend(memchr::memchr_iter(b'\n', inserted).map(|i| edit.start + i + 1));
+        let moved = self.starts.get(after..).unwrap_or_default();
+        starts.extend(moved.iter().map(|&s| s - edit.old_end + edit.new_end));
+        LineIndex {
+            starts,
+            len: new.len(),
         }
     }
 
@@ -285,6 +308,28 @@ mod tests {
             prop_assert_eq!(x.len() - e.old_end, y.len() - e.new_end);
             prop_assert_eq!(&x[..e.start], &y[..e.start]);
             prop_assert_eq!(&x[e.old_end..], &y[e.new_end..]);
+        });
+    }
+
+    /// The index of an edited text, from the index before the edit, is the index of
+    /// the edited text.
+    #[test]
+    fn an_edited_line_index_is_the_index_of_the_edited_text() {
+        use proptest::prelude::*;
+        let text = "[a\né\n]{0,60}";
+        proptest!(|(old in text, inserted in text, at in 0usize..61, len in 0usize..20)| {
+            let mut start = at.min(old.len());
+            while !old.is_char_boundary(start) {
+                start -= 1;
+            }
+            let mut end = (start + len).min(old.len());
+            while !old.is_char_boundary(end) {
+                end -= 1;
+            }
+            let end = end.max(start);
+            let new = format!("{}{inserted}{}", &old[..start], &old[end..]);
+            let edit = TextEdit { start, old_end: end, new_end: start + inserted.len() };
+            prop_assert_eq!(LineIndex::new(&old).edited(&new, &edit), LineIndex::new(&new));
         });
     }
 

@@ -3,7 +3,7 @@
 //! kinds outside the standard set (W0404), unused and undescribed tools (W0401,
 //! W0402) and approval raises that an intent cannot honor (W0403).
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use crate::artifact::Approval;
 use crate::diagnostic::Diagnostic;
@@ -22,11 +22,12 @@ pub const MAX_TOOL_NAME: usize = 64;
 pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
     let prohibited: HashSet<&str> = pack.prohibitions.iter().map(|p| p.name.as_ref()).collect();
     intent_tools(pack, &prohibited, diags);
-    let permitted: HashSet<&str> = pack
-        .intents
-        .iter()
-        .flat_map(|i| i.tools.iter().map(|t| t.name.as_ref()))
-        .collect();
+    let mut permitted = HashSet::with_capacity(pack.tools.len());
+    permitted.extend(
+        pack.intents
+            .iter()
+            .flat_map(|i| i.tools.iter().map(|t| t.name.as_ref())),
+    );
     let use_ = Use {
         prohibited: &prohibited,
         permitted: &permitted,
@@ -225,14 +226,28 @@ fn description_and_use(pack: &Pack, tool: &ToolIr, use_: &Use<'_>, diags: &mut V
 /// W0403: a `require_approval` raise above the ceiling of an intent that permits
 /// the tool.
 fn approval_raises(pack: &Pack, diags: &mut Vec<Diagnostic>) {
-    // Tool name → the intents that permit it.
-    let mut permitted_by: HashMap<&str, Vec<&crate::ir::IntentIr>> = HashMap::new();
+    let raised: HashSet<&str> = pack
+        .policies
+        .iter()
+        .flat_map(|p| &p.effects)
+        .filter_map(|e| match e {
+            EffectIr::RequireApproval(tools) => Some(tools),
+            _ => None,
+        })
+        .flatten()
+        .map(|r| r.name.as_ref())
+        .collect();
+    if raised.is_empty() {
+        return;
+    }
+    // Raised tool name → the intents that permit it.
+    let mut permitted_by: HashMap<&str, Vec<&crate::ir::IntentIr>> =
+        HashMap::with_capacity(raised.len());
     for intent in &pack.intents {
         for t in &intent.tools {
-            permitted_by
-                .entry(t.name.as_ref())
-                .or_default()
-                .push(intent);
+            if let Some(name) = raised.get(t.name.as_ref()) {
+                permitted_by.entry(name).or_default().push(intent);
+            }
         }
     }
     for policy in &pack.policies {

@@ -302,17 +302,14 @@ pub(super) fn complete(a: &Analysis, offset: usize) -> Vec<CompletionItem> {
         }
         // Not what the list already names, and an intent cannot use a tool the pack
         // prohibits.
-        let prohibited: Vec<String> = if list == "tools" {
-            let pack = &ctx.analysis.checked().pack;
-            pack.prohibitions
-                .iter()
-                .map(|p| p.name.to_string())
-                .collect()
-        } else {
-            Vec::new()
+        let pack = &ctx.analysis.checked().pack;
+        let prohibited: Vec<&str> = match list {
+            "tools" => pack.prohibitions.iter().map(|p| p.name.as_ref()).collect(),
+            _ => Vec::new(),
         };
-        ctx.items
-            .retain(|i| !listed.contains(&i.label.as_str()) && !prohibited.contains(&i.label));
+        ctx.items.retain(|i| {
+            !listed.contains(&i.label.as_str()) && !prohibited.contains(&i.label.as_str())
+        });
         if !ctx.items.is_empty() {
             return ctx.items;
         }

@@ -175,13 +175,17 @@ impl Analysis {
             stop,
         );
         match checked {
-            Ok(checked) => Ok(Self::from_reusable(
-                text,
-                checked,
-                parse_diagnostics,
-                source,
-                lock,
-            )),
+            Ok(checked) => {
+                let lines = self.lines.edited(&text, &edit);
+                Ok(Self::from_reusable(
+                    text,
+                    checked,
+                    parse_diagnostics,
+                    source,
+                    lock,
+                    Some(lines),
+                ))
+            }
             Err(e) => Err((text, e)),
         }
     }
@@ -195,7 +199,7 @@ impl Analysis {
     ) -> Self {
         let checked =
             crate::check::check_parsed_keeping(ast, parse_diagnostics.clone(), source, lock);
-        Self::from_reusable(text, checked, parse_diagnostics, source, lock)
+        Self::from_reusable(text, checked, parse_diagnostics, source, lock, None)
     }
 
     fn from_reusable(
@@ -204,6 +208,7 @@ impl Analysis {
         parse_diagnostics: Vec<Diagnostic>,
         source: &dyn PackSource,
         lock: Option<&Lockfile>,
+        lines: Option<LineIndex>,
     ) -> Self {
         let imports = dependencies
             .into_iter()
@@ -219,7 +224,7 @@ impl Analysis {
                 hash: d.hash,
             })
             .collect();
-        let mut analysis = Self::from_checked(text, checked);
+        let mut analysis = Self::from_checked(text, checked, lines);
         analysis.imports = imports;
         analysis.parse_diagnostics = parse_diagnostics;
         analysis.policy_analysis = policy_analysis;
@@ -242,12 +247,13 @@ impl Analysis {
             pack: crate::ir::Pack::default(),
             diagnostics: Vec::new(),
         };
-        Self::from_checked(text.into(), checked)
+        Self::from_checked(text.into(), checked, None)
     }
 
-    fn from_checked(text: String, checked: Checked) -> Self {
+    /// `lines`, when given, is the index of `text` (the edit's, from the index before).
+    fn from_checked(text: String, checked: Checked, lines: Option<LineIndex>) -> Self {
         Analysis {
-            lines: LineIndex::new(&text),
+            lines: lines.unwrap_or_else(|| LineIndex::new(&text)),
             text,
             checked,
             occurrences: std::sync::OnceLock::new(),

@@ -42,7 +42,10 @@ pub fn build_unless<E>(
             ..Pack::default()
         },
         diags: Vec::new(),
-        first: foldhash::HashMap::with_capacity_and_hasher(file.items.len(), Default::default()),
+        first: foldhash::HashMap::with_capacity_and_hasher(
+            file.items.iter().map(|it| names_declared(&it.kind)).sum(),
+            Default::default(),
+        ),
     };
     b.header(file);
     stop()?;
@@ -79,6 +82,15 @@ struct Builder<'a> {
     diags: Vec<Diagnostic>,
     /// The first definition of each (kind, name), for duplicate reports.
     first: foldhash::HashMap<(SymbolKind, &'a str), Span>,
+}
+
+/// How many names an item declares at most: room for them in the definition table.
+fn names_declared(kind: &ItemKind) -> usize {
+    match kind {
+        ItemKind::Context(fields) => fields.len(),
+        ItemKind::Budget(budget) => budget.buckets.len(),
+        _ => 1,
+    }
 }
 
 /// The singletons seen while building bodies, for E0105/E0106 and the missing-item
@@ -323,8 +335,8 @@ impl<'a> Builder<'a> {
                     Effect::Deny(n) => EffectIr::Deny(n.iter().map(nref).collect()),
                     Effect::Redact(n) => EffectIr::Redact(n.iter().map(nref).collect()),
                     Effect::Instruct(t) => EffectIr::Instruct(TemplateIr {
-                        text: t.text.clone(),
-                        parts: t.parts.clone(),
+                        text: t.text.as_str().into(),
+                        parts: t.parts.as_slice().into(),
                         span: at,
                     }),
                 })
@@ -350,8 +362,8 @@ impl<'a> Builder<'a> {
                 bucket: nref(&bl.bucket),
                 priority: bl.priority,
                 text: TemplateIr {
-                    text: bl.text.text.clone(),
-                    parts: bl.text.parts.clone(),
+                    text: bl.text.text.as_str().into(),
+                    parts: bl.text.parts.as_slice().into(),
                     span: at,
                 },
                 doc: bl.doc.clone(),

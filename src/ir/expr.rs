@@ -115,8 +115,8 @@ impl Checker<'_> {
             }
         }
         TemplateIr {
-            text,
-            parts,
+            text: text.into(),
+            parts: parts.into(),
             span: lit.span,
         }
     }

@@ -144,11 +144,12 @@ pub struct Field {
     pub doc: Option<String>,
 }
 
-/// A template: its parts and the spans of its interpolated paths.
+/// A template: its parts and the spans of its interpolated paths. The text and parts
+/// are shared with the analyses of later edits that keep the template as it was.
 #[derive(Debug, Clone)]
 pub struct TemplateIr {
-    pub text: String,
-    pub parts: Vec<crate::artifact::TemplatePart>,
+    pub text: Arc<str>,
+    pub parts: Arc<[crate::artifact::TemplatePart]>,
     pub span: Span,
 }
 

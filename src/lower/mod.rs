@@ -259,8 +259,8 @@ fn blocks(pack: &Pack, origin: &Origin<'_>) -> Vec<Block> {
 
 pub(crate) fn template(t: &TemplateIr) -> Template {
     Template {
-        text: t.text.clone(),
-        parts: t.parts.clone(),
+        text: t.text.to_string(),
+        parts: t.parts.to_vec(),
     }
 }
 
