@@ -204,10 +204,10 @@ impl Ctx<'_> {
         }
         if let Some(r) = resolve(&self.analysis.checked().pack, lhs) {
             if let Ty::Enum(variants) = r.ty {
-                for v in variants {
+                for v in variants.iter() {
                     self.push_insert(
-                        &q(&v),
-                        &q(&v),
+                        &q(v),
+                        &q(v),
                         CompletionKind::EnumMember,
                         Some(lhs.to_owned()),
                     );

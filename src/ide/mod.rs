@@ -461,8 +461,8 @@ impl Analysis {
             ));
         }
         if at.kind == SymbolKind::Field {
-            for f in pack.fields.iter().filter(|f| f.path != at.name) {
-                let (a, b) = (f.path.as_str(), new_name);
+            for f in pack.fields.iter().filter(|f| *f.path != *at.name) {
+                let (a, b) = (&*f.path, new_name);
                 if a.starts_with(&format!("{b}.")) || b.starts_with(&format!("{a}.")) {
                     return Err(format!(
                         "`ctx.{new_name}` would clash with the field `ctx.{a}`: a path cannot be both a field and a prefix"

@@ -282,7 +282,7 @@ impl Schema {
             .fields
             .iter()
             .map(|f| ContextField {
-                path: f.path.clone(),
+                path: String::from(&*f.path),
                 ty: f.ty.to_artifact(),
                 optional: f.optional,
                 doc: None,
@@ -299,7 +299,7 @@ impl Schema {
                 .fields
                 .iter()
                 .filter(|f| f.ty.is_unknown())
-                .map(|f| f.path.clone())
+                .map(|f| String::from(&*f.path))
                 .collect(),
         }
     }

@@ -209,9 +209,9 @@ impl<'a> Builder<'a> {
                             self.def(SymbolKind::Field, &f.path);
                             self.pack
                                 .field_index
-                                .insert(f.path.name.to_string(), self.pack.fields.len());
+                                .insert(f.path.name.clone(), self.pack.fields.len());
                             self.pack.fields.push(Field {
-                                path: f.path.name.to_string(),
+                                path: f.path.name.clone(),
                                 ty: Ty::from_ast(&f.ty.kind),
                                 optional: f.ty.optional,
                                 span: f.path.span,
@@ -274,9 +274,9 @@ impl<'a> Builder<'a> {
             }
             self.pack
                 .field_index
-                .insert(f.path.clone(), self.pack.fields.len());
+                .insert(f.path.as_str().into(), self.pack.fields.len());
             self.pack.fields.push(Field {
-                path: f.path.clone(),
+                path: f.path.as_str().into(),
                 ty: Ty::from_artifact(&f.ty),
                 optional: f.optional,
                 span: at,
@@ -436,25 +436,20 @@ impl<'a> Builder<'a> {
     /// E0206: a path cannot be both a field and a prefix of another field. Reported
     /// at the later of the two.
     fn field_conflicts(&mut self) {
-        let fields: Vec<(String, Span)> = self
-            .pack
-            .fields
-            .iter()
-            .map(|f| (f.path.clone(), f.span))
-            .collect();
-        let by_path: HashMap<&str, Span> = fields.iter().map(|(p, s)| (p.as_str(), *s)).collect();
+        let (fields, index) = (&self.pack.fields, &self.pack.field_index);
         // One diagnostic per conflicting (later) field, however many it clashes with.
         let mut reported: HashSet<Span> = HashSet::new();
-        for (path, span) in &fields {
+        for Field { path, span, .. } in fields {
             let mut prefix_end = 0;
             while let Some(dot) = path[prefix_end..].find('.') {
                 let prefix = &path[..prefix_end + dot];
                 prefix_end += dot + 1;
-                if let Some(&other) = by_path.get(prefix) {
+                if let Some(other) = index.get(prefix).and_then(|&i| fields.get(i)) {
+                    let other = other.span;
                     let (later, earlier, later_path, earlier_path) = if other.start > span.start {
-                        (other, *span, prefix, path.as_str())
+                        (other, *span, prefix, &**path)
                     } else {
-                        (*span, other, path.as_str(), prefix)
+                        (*span, other, &**path, prefix)
                     };
                     if reported.insert(later) {
                         self.diags.push(

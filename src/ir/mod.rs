@@ -111,7 +111,7 @@ pub struct Pack {
     pub unresolved_imports: bool,
     /// A `context` block failed to parse; uses of its fields are not reported.
     pub unresolved_fields: bool,
-    pub(crate) field_index: foldhash::HashMap<String, usize>,
+    pub(crate) field_index: foldhash::HashMap<Arc<str>, usize>,
     /// Every declared name with the kinds it is declared as (a bit per
     /// [`SymbolKind`]), broken items included; filled by [`build`].
     pub(crate) symbols: foldhash::HashMap<Arc<str>, u8>,
@@ -136,8 +136,8 @@ pub struct NameRef {
 
 #[derive(Debug, Clone)]
 pub struct Field {
-    /// Below `ctx`: `user.tier`.
-    pub path: String,
+    /// Below `ctx`: `user.tier`. Shared with the syntax tree.
+    pub path: Arc<str>,
     pub ty: Ty,
     pub optional: bool,
     pub span: Span,

@@ -28,11 +28,11 @@ impl BuiltinTy {
         match self {
             BuiltinTy::String => Ty::String,
             BuiltinTy::StringList => Ty::List(Box::new(Ty::String)),
-            BuiltinTy::SafetyMode => Ty::Enum(vec![
-                "autonomous".into(),
-                "supervised".into(),
-                "reviewed".into(),
-            ]),
+            BuiltinTy::SafetyMode => Ty::Enum(
+                ["autonomous", "supervised", "reviewed"]
+                    .map(String::from)
+                    .into(),
+            ),
         }
     }
 }

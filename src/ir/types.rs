@@ -14,7 +14,8 @@ pub enum Ty {
     Bool,
     Timestamp,
     List(Box<Ty>),
-    Enum(Vec<String>),
+    /// Shared with the syntax tree's type (and every field of that type).
+    Enum(std::sync::Arc<[String]>),
     /// The `null` literal.
     Null,
     /// Raw JsonLogic: its type is not known statically.
@@ -32,9 +33,7 @@ impl Ty {
             TypeKind::Bool => Ty::Bool,
             TypeKind::Timestamp => Ty::Timestamp,
             TypeKind::List(item) => Ty::List(Box::new(Ty::from_ast(item))),
-            TypeKind::Enum(variants) => {
-                Ty::Enum(variants.iter().map(|v| v.value.clone()).collect())
-            }
+            TypeKind::Enum(_, values) => Ty::Enum(values.clone()),
         }
     }
 
@@ -46,7 +45,7 @@ impl Ty {
             Type::Bool => Ty::Bool,
             Type::Timestamp => Ty::Timestamp,
             Type::List { items } => Ty::List(Box::new(Ty::from_artifact(items))),
-            Type::Enum { variants } => Ty::Enum(variants.clone()),
+            Type::Enum { variants } => Ty::Enum(variants.as_slice().into()),
         }
     }
 
@@ -89,7 +88,7 @@ impl Ty {
                 items: Box::new(item.to_artifact()),
             },
             Ty::Enum(variants) => Type::Enum {
-                variants: variants.clone(),
+                variants: variants.to_vec(),
             },
             Ty::String | Ty::Null | Ty::Any | Ty::Error => Type::String,
         }

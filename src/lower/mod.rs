@@ -72,7 +72,7 @@ fn context(pack: &Pack, origin: &Origin<'_>) -> Vec<ContextField> {
         .fields
         .iter()
         .map(|f| ContextField {
-            path: f.path.clone(),
+            path: String::from(&*f.path),
             ty: f.ty.to_artifact(),
             optional: f.optional,
             doc: f.doc.clone(),

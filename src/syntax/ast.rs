@@ -150,7 +150,8 @@ pub enum TypeKind {
     Bool,
     Timestamp,
     List(Box<TypeKind>),
-    Enum(Vec<StrLit>),
+    /// The variants as written, and their values (shared with the IR's type).
+    Enum(Vec<StrLit>, std::sync::Arc<[String]>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -716,13 +716,15 @@ impl<'s> Driver<'s> {
                     .map_or(TypeKind::String, |p| self.base_type(base, p));
                 TypeKind::List(Box::new(item))
             }
-            Rule::enum_type => TypeKind::Enum(
-                inner
+            Rule::enum_type => {
+                let variants: Vec<StrLit> = inner
                     .into_inner()
                     .filter(|p| p.as_rule() == Rule::string)
                     .map(|p| self.string(base, p))
-                    .collect(),
-            ),
+                    .collect();
+                let values = variants.iter().map(|v| v.value.clone()).collect();
+                TypeKind::Enum(variants, values)
+            }
             _ => TypeKind::String,
         }
     }

@@ -170,7 +170,7 @@ impl Shift for TypeKind {
     fn shift(&mut self, delta: isize) {
         match self {
             TypeKind::List(inner) => inner.shift(delta),
-            TypeKind::Enum(variants) => variants.shift(delta),
+            TypeKind::Enum(variants, _) => variants.shift(delta),
             TypeKind::String
             | TypeKind::Int
             | TypeKind::Float
