@@ -25,7 +25,7 @@ use tower_lsp_server::jsonrpc::{Error, Result};
 use tower_lsp_server::ls_types::{self as lsp, *};
 use tower_lsp_server::{Client, LanguageServer};
 
-use crate::convert::{offset_in, Encoding, Text};
+use crate::convert::{range_in, Encoding, Text};
 use crate::workspace::Workspace;
 
 /// The command that returns a diagnostic code's `explain` page (Markdown).
@@ -722,8 +722,7 @@ impl LanguageServer for Backend {
                 None => doc.text = change.text,
                 Some(range) => {
                     let encoding = self.inner.encoding();
-                    let start = offset_in(&doc.text, range.start, encoding);
-                    let end = offset_in(&doc.text, range.end, encoding).max(start);
+                    let (start, end) = range_in(&doc.text, range.start, range.end, encoding);
                     doc.text.replace_range(start..end, &change.text);
                 }
             }
