@@ -121,10 +121,16 @@ impl Service {
     /// however many requests ask at the same time.
     async fn prepared(&self, reference: &PackRef) -> Result<Arc<Prepared>, CliError> {
         let key = reference.to_string();
-        if let Some(hit) = lock(&self.cache).get(&key) {
-            return Ok(Arc::clone(hit));
-        }
-        let cell = Arc::clone(lock(&self.loading).entry(key.clone()).or_default());
+        // The cache is read under the lock of the packs being loaded: a load in
+        // flight caches its pack before it leaves that table (below), so a request
+        // finds the pack in one or the other and never starts a second load.
+        let cell = {
+            let mut loading = lock(&self.loading);
+            if let Some(hit) = lock(&self.cache).get(&key) {
+                return Ok(Arc::clone(hit));
+            }
+            Arc::clone(loading.entry(key.clone()).or_default())
+        };
         let result = cell
             .get_or_init(|| async {
                 let registry = self.registry.clone();
@@ -137,17 +143,16 @@ impl Service {
             })
             .await
             .clone();
-        {
-            let mut loading = lock(&self.loading);
-            if loading.get(&key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
-                loading.remove(&key);
-            }
-        }
         if let Ok(prepared) = &result {
             let mut cache = lock(&self.cache);
-            cache.put(key, Arc::clone(prepared));
+            cache.put(key.clone(), Arc::clone(prepared));
             self.metrics.prepared_packs.set(cache.len() as i64);
         }
+        let mut loading = lock(&self.loading);
+        if loading.get(&key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+            loading.remove(&key);
+        }
+        drop(loading);
         result
     }
 }
