@@ -71,6 +71,14 @@ impl LineIndex {
     /// starts before the edit are kept, those in the inserted text found, those after
     /// it moved. Only the inserted text is scanned.
     pub fn edited(&self, new: &str, edit: &TextEdit) -> Self {
+        let mut index = self.clone();
+        index.apply(new, edit);
+        index
+    }
+
+    /// [`LineIndex::edited`] in place: for a caller that keeps the index of a text
+    /// it edits, and so allocates nothing for an edit that adds no line.
+    pub fn apply(&mut self, new: &str, edit: &TextEdit) {
         // A line starts just after a newline: the newlines before the edit are
         // the starts up to `edit.start`, those after it the starts past `old_end`.
         let before = self.starts.partition_point(|&s| s <= edit.start);
@@ -79,15 +87,12 @@ impl LineIndex {
             .as_bytes()
             .get(edit.start..edit.new_end)
             .unwrap_or_default();
-        let mut starts = Vec::with_capacity(self.starts.len() + inserted.len());
-        starts.extend_from_slice(&self.starts[..before]);
-        starts.extend(memchr::memchr_iter(b'\n', inserted).map(|i| edit.start + i + 1));
-        let moved = self.starts.get(after..).unwrap_or_default();
-        starts.extend(moved.iter().map(|&s| s - edit.old_end + edit.new_end));
-        LineIndex {
-            starts,
-            len: new.len(),
+        for s in self.starts.get_mut(after..).unwrap_or_default() {
+            *s = *s - edit.old_end + edit.new_end;
         }
+        let starts = memchr::memchr_iter(b'\n', inserted).map(|i| edit.start + i + 1);
+        self.starts.splice(before..after.max(before), starts);
+        self.len = new.len();
     }
 
     /// 0-based line of a byte offset (clamped to the text).

@@ -258,8 +258,81 @@ proptest! {
             let fresh = ctxpack::ide::Analysis::new(new.clone());
             prop_assert_eq!(edited.diagnostics(), fresh.diagnostics(), "after replacing {}..{} with {:?}", a, b, insert);
             prop_assert_eq!(ir_view(&edited), ir_view(&fresh), "IR differs after replacing {}..{} with {:?}", a, b, insert);
+            if let Some(quick) = analysis.quick_diagnostics(&new) {
+                prop_assert_eq!(&quick[..], fresh.diagnostics(), "quick diagnostics differ after replacing {}..{} with {:?}", a, b, insert);
+            }
             text = new;
             analysis = edited;
         }
+    }
+}
+
+/// Typing in a description, a doc comment, a block's text or a task is checked from
+/// the one item it changes, and gives what a full check gives; an edit that changes
+/// what the whole-pack checks read (a risk, a name) is not.
+#[test]
+fn quick_diagnostics_follow_the_item_and_equal_a_full_check() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (mut quick, mut edits) = (0, 0);
+    for name in ["support", "coding", "triage"] {
+        let text =
+            std::fs::read_to_string(root.join(format!("packs/{name}/{name}.ctxpack"))).unwrap();
+        let before = ctxpack::ide::Analysis::new(text.clone());
+        let places: Vec<usize> = ["description \"", "/// ", "instruct \"", "task \""]
+            .iter()
+            .flat_map(|p| {
+                text.match_indices(p)
+                    .map(|(i, _)| i + p.len())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for at in places {
+            for insert in ["x", "", " {{ ctx.nope }}"] {
+                let mut new = text.clone();
+                if insert.is_empty() {
+                    // A deletion: the character after the opening.
+                    let end = at + new[at..].chars().next().map_or(0, char::len_utf8);
+                    new.replace_range(at..end, "");
+                } else {
+                    new.insert_str(at, insert);
+                }
+                edits += 1;
+                let full = ctxpack::ide::Analysis::new(new.clone());
+                let q = before.quick_diagnostics(&new);
+                if let Some(diagnostics) = q {
+                    quick += 1;
+                    assert_eq!(
+                        &diagnostics[..],
+                        full.diagnostics(),
+                        "{name} at {at}: {insert:?}"
+                    );
+                }
+            }
+        }
+    }
+    // Not all: a changed template, a pack's description, a context field's doc
+    // comment or a fallback intent's description take the full check.
+    assert!(
+        quick * 3 > edits,
+        "{quick} of {edits} edits were checked from their item"
+    );
+    let text = std::fs::read_to_string(root.join("packs/support/support.ctxpack")).unwrap();
+    let before = ctxpack::ide::Analysis::new(text.clone());
+    // Every tool's description.
+    for (tool, _) in text.match_indices("\ntool ") {
+        let at = tool + text[tool..].find("description \"").unwrap() + 13;
+        let mut new = text.clone();
+        new.insert(at, 'x');
+        assert!(
+            before.quick_diagnostics(&new).is_some(),
+            "{}",
+            &text[tool..at]
+        );
+    }
+    for (find, replace) in [("risk low", "risk high"), ("\ntool ", "\ntool x")] {
+        let at = text.find(find).unwrap();
+        let mut new = text.clone();
+        new.replace_range(at..at + find.len(), replace);
+        assert!(before.quick_diagnostics(&new).is_none(), "{replace}");
     }
 }

@@ -67,63 +67,6 @@ impl Text<'_> {
     }
 }
 
-/// [`Text::offset`] without a line index: the line is found by scanning for line
-/// ends, which costs a fraction of building an index of a large text. For applying
-/// an edit to a document, whose text is about to change.
-pub fn offset_in(text: &str, position: Position, encoding: Encoding) -> usize {
-    offset_from(text, (0, 0), position, encoding)
-}
-
-/// The byte offsets of a range's two ends ([`offset_in`]); the end's line is found
-/// from the start's, so the text before the range is scanned once.
-pub fn range_in(text: &str, start: Position, end: Position, encoding: Encoding) -> (usize, usize) {
-    let from = offset_in(text, start, encoding);
-    let line_start = text[..from].rfind('\n').map_or(0, |i| i + 1);
-    let to = match end.line.checked_sub(start.line) {
-        Some(_) => offset_from(text, (start.line, line_start), end, encoding),
-        None => offset_in(text, end, encoding),
-    };
-    (from, to.max(from))
-}
-
-/// [`offset_in`], scanning from `(line, offset)`: a line and the offset where it
-/// starts, at or before `position`'s line.
-fn offset_from(
-    text: &str,
-    (line, offset): (u32, usize),
-    position: Position,
-    encoding: Encoding,
-) -> usize {
-    let bytes = text.as_bytes();
-    let start = match position.line.saturating_sub(line) {
-        0 => offset,
-        n => match after_newlines(&bytes[offset..], n as usize) {
-            Some(past) => offset + past,
-            None => return text.len(),
-        },
-    };
-    let end = memchr::memchr(b'\n', &bytes[start..]).map_or(text.len(), |i| start + i);
-    column(text, start, end, position.character, encoding)
-}
-
-/// The offset just past the `n`th newline of `bytes` (`n` ≥ 1). Newlines are counted
-/// a block at a time (a count the compiler vectorizes), and only the block holding
-/// the `n`th is searched for it: a pack's short lines make a newline-by-newline
-/// search slow.
-fn after_newlines(bytes: &[u8], n: usize) -> Option<usize> {
-    const BLOCK: usize = 4096;
-    let mut seen = 0;
-    for (k, block) in bytes.chunks(BLOCK).enumerate() {
-        let here = block.iter().filter(|&&b| b == b'\n').count();
-        if seen + here >= n {
-            let at = memchr::memchr_iter(b'\n', block).nth(n - seen - 1)?;
-            return Some(k * BLOCK + at + 1);
-        }
-        seen += here;
-    }
-    None
-}
-
 /// The byte offset of `character` in the line `text[start..end]` (without its line
 /// end), clamped to the line's end.
 fn column(text: &str, start: usize, end: usize, character: u32, encoding: Encoding) -> usize {
@@ -179,60 +122,5 @@ mod tests {
                 character: 3
             }
         );
-    }
-
-    /// Over block boundaries too, and for ranges: a text of many short lines and
-    /// a few long ones.
-    #[test]
-    fn ranges_without_an_index_are_the_indexed_ones() {
-        let mut text = String::new();
-        for i in 0..3000 {
-            text.push_str(if i % 97 == 0 {
-                "😀é long line of text that goes on and on\n"
-            } else {
-                "ab\n"
-            });
-        }
-        let lines = LineIndex::new(&text);
-        for t in in_each_encoding(&text, &lines) {
-            for (a, b) in [
-                (0, 0),
-                (5, 5),
-                (1400, 1401),
-                (1399, 2999),
-                (2999, 3001),
-                (10, 3),
-            ] {
-                for character in [0, 1, 3, 40] {
-                    let start = Position { line: a, character };
-                    let end = Position {
-                        line: b,
-                        character: 2,
-                    };
-                    let (s, e) = range_in(&text, start, end, t.encoding);
-                    assert_eq!(s, t.offset(start), "{:?} {start:?}", t.encoding);
-                    assert_eq!(e, t.offset(end).max(s), "{:?} {end:?}", t.encoding);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn offsets_without_an_index_are_the_indexed_ones() {
-        let text = "a😀b\né\n\nxyz é😀\nlast";
-        let lines = LineIndex::new(text);
-        for t in in_each_encoding(text, &lines) {
-            for line in 0..7 {
-                for character in 0..9 {
-                    let p = Position { line, character };
-                    assert_eq!(
-                        offset_in(text, p, t.encoding),
-                        t.offset(p),
-                        "{:?} {p:?}",
-                        t.encoding
-                    );
-                }
-            }
-        }
     }
 }

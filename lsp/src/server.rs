@@ -19,13 +19,14 @@ use std::sync::{Arc, OnceLock, RwLock};
 
 use ctxpack::diagnostic::{Diagnostic, Severity};
 use ctxpack::ide::{Analysis, CompletionKind, OutlineKind, OutlineSymbol};
+use ctxpack::span::LineIndex;
 use serde_json::{json, Value};
 use tokio::sync::{Mutex, Notify};
 use tower_lsp_server::jsonrpc::{Error, Result};
 use tower_lsp_server::ls_types::{self as lsp, *};
 use tower_lsp_server::{Client, LanguageServer};
 
-use crate::convert::{range_in, Encoding, Text};
+use crate::convert::{Encoding, Text};
 use crate::workspace::Workspace;
 
 /// The command that returns a diagnostic code's `explain` page (Markdown).
@@ -45,12 +46,20 @@ struct Inner {
     documents: Mutex<HashMap<Uri, Doc>>,
     /// Wakes the queries waiting for an analysis, each time one is stored.
     analyzed: Notify,
+    /// Wakes the analyses settling before a full check (see [`Inner::settle`]): a
+    /// document changed, or a query waits.
+    wake: Notify,
 }
+
+/// How long the edits to a document must pause, while quick diagnostics cover them,
+/// before it is analysed in full (see [`Inner::settle`]).
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// An open document.
 struct Doc {
-    /// The current text and its version.
+    /// The current text, its line index and its version.
     text: String,
+    lines: LineIndex,
     version: i32,
     /// The latest finished analysis, and the version it is of.
     analysis: Arc<Analysis>,
@@ -62,6 +71,17 @@ struct Doc {
     /// Raised when the text changes under the running analysis: it stops at its
     /// next phase instead of finishing a check nobody will see.
     stale: Arc<AtomicBool>,
+    /// The version whose diagnostics went out ahead of its analysis
+    /// ([`Analysis::quick_diagnostics`]), and what they were: its analysis publishes
+    /// them again only if it found otherwise.
+    quick: Option<(i32, Vec<Diagnostic>)>,
+    /// A query waits for this document's analysis: it goes ahead without settling.
+    wanted: bool,
+    /// Bumped when what imports resolve against changes (registry, lockfile,
+    /// settings); `analysis` resolved them at `resolved`. Quick diagnostics take
+    /// imports as the analysis resolved them, so they wait for one that is current.
+    imports_epoch: u64,
+    resolved: u64,
 }
 
 impl Backend {
@@ -76,6 +96,7 @@ impl Backend {
                 }),
                 documents: Mutex::new(HashMap::new()),
                 analyzed: Notify::new(),
+                wake: Notify::new(),
             }),
         }
     }
@@ -167,6 +188,7 @@ impl Inner {
     fn schedule(self: &Arc<Self>, uri: &Uri, doc: &mut Doc) {
         doc.dirty = true;
         doc.stale.store(true, Ordering::Relaxed);
+        self.wake.notify_waiters();
         if !doc.running {
             doc.running = true;
             let inner = Arc::clone(self);
@@ -179,12 +201,16 @@ impl Inner {
     /// version's diagnostics.
     async fn analysis_task(self: Arc<Self>, uri: Uri) {
         loop {
-            let (text, version, previous, stale) = {
+            if !self.settle(&uri).await {
+                return;
+            }
+            let (text, version, previous, stale, epoch) = {
                 let mut docs = self.documents.lock().await;
                 let Some(doc) = docs.get_mut(&uri) else {
                     return;
                 };
                 doc.dirty = false;
+                doc.wanted = false;
                 doc.stale = Arc::new(AtomicBool::new(false));
                 let previous = doc.analyzed.map(|_| Arc::clone(&doc.analysis));
                 (
@@ -192,6 +218,7 @@ impl Inner {
                     doc.version,
                     previous,
                     Arc::clone(&doc.stale),
+                    doc.imports_epoch,
                 )
             };
             let tests_file = uri.path().as_str().ends_with(".tests.yaml");
@@ -212,6 +239,7 @@ impl Inner {
             // thread: on a large pack that takes a quarter of the time the check did.
             let replaced = std::mem::replace(&mut doc.analysis, Arc::clone(&analysis));
             doc.analyzed = Some(version);
+            doc.resolved = epoch;
             self.analyzed.notify_waiters();
             if doc.dirty {
                 drop(docs);
@@ -219,11 +247,19 @@ impl Inner {
                 continue; // superseded: analyse the newest text, publish nothing stale
             }
             doc.running = false;
-            let diagnostics = test_diagnostics.unwrap_or_else(|| self.diagnostics(&uri, &analysis));
-            // Published under the lock: no later version can go out before this one.
-            self.client
-                .publish_diagnostics(uri, diagnostics, Some(version))
-                .await;
+            let published = doc.quick.take();
+            let known = published.is_some_and(|(v, d)| {
+                v == version && d == analysis.diagnostics() && test_diagnostics.is_none()
+            });
+            if !known {
+                let diagnostics = test_diagnostics.unwrap_or_else(|| {
+                    self.diagnostics(&uri, &self.text(&analysis), analysis.diagnostics())
+                });
+                // Published under the lock: no later version can go out before this one.
+                self.client
+                    .publish_diagnostics(uri, diagnostics, Some(version))
+                    .await;
+            }
             drop(docs);
             free_later(replaced);
             return;
@@ -323,10 +359,15 @@ impl Inner {
         loop {
             let notified = self.analyzed.notified();
             {
-                let docs = self.documents.lock().await;
-                let doc = docs.get(uri)?;
+                let mut docs = self.documents.lock().await;
+                let doc = docs.get_mut(uri)?;
                 if doc.analyzed == Some(doc.version) {
                     return Some(Arc::clone(&doc.analysis));
+                }
+                // An analysis settling after quick diagnostics goes ahead now.
+                if !doc.wanted {
+                    doc.wanted = true;
+                    self.wake.notify_waiters();
                 }
             }
             notified.await;
@@ -342,24 +383,86 @@ impl Inner {
             if let Some(doc) = docs.get_mut(&uri) {
                 let imports = !doc.analysis.checked().pack.imports.is_empty();
                 if !only_importing || imports || doc.analyzed.is_none() {
+                    doc.imports_epoch += 1;
                     self.schedule(&uri, doc);
                 }
             }
         }
     }
 
-    fn diagnostics(&self, uri: &Uri, a: &Analysis) -> Vec<lsp::Diagnostic> {
-        a.diagnostics()
+    fn diagnostics(
+        &self,
+        uri: &Uri,
+        t: &Text<'_>,
+        diagnostics: &[Diagnostic],
+    ) -> Vec<lsp::Diagnostic> {
+        diagnostics
             .iter()
-            .map(|d| self.diagnostic(uri, a, d))
+            .map(|d| self.diagnostic(uri, t, d))
             .collect()
+    }
+
+    /// Before a document's full analysis: while quick diagnostics
+    /// ([`Analysis::quick_diagnostics`]) cover its newest text, publishes them and
+    /// waits for the edits to pause for [`SETTLE`], so that a burst of typing is
+    /// not analysed in full keystroke by keystroke. A query that needs the analysis
+    /// (see [`Inner::current`]) or an edit they do not cover ends the wait at once.
+    /// False when the document was closed.
+    async fn settle(&self, uri: &Uri) -> bool {
+        loop {
+            // Created before the look: a change or query after it wakes the wait.
+            let woken = self.wake.notified();
+            {
+                let mut docs = self.documents.lock().await;
+                let Some(doc) = docs.get_mut(uri) else {
+                    return false;
+                };
+                if doc.wanted || !self.publish_quick(uri, doc).await {
+                    return true;
+                }
+            }
+            tokio::select! {
+                _ = woken => continue,
+                _ = tokio::time::sleep(SETTLE) => return true,
+            }
+        }
+    }
+
+    /// Publishes quick diagnostics for the document's newest text unless they went
+    /// out already; whether there are some. Under the documents' lock, like every
+    /// publish, and only for the newest version, so versions go out in order.
+    async fn publish_quick(&self, uri: &Uri, doc: &mut Doc) -> bool {
+        if doc.quick.as_ref().is_some_and(|(v, _)| *v == doc.version) {
+            return true;
+        }
+        let current = doc.analyzed.is_some() && doc.resolved == doc.imports_epoch;
+        if !current
+            || doc.analyzed == Some(doc.version)
+            || uri.path().as_str().ends_with(".tests.yaml")
+        {
+            return false;
+        }
+        let Some(diagnostics) = guard(|| doc.analysis.quick_diagnostics(&doc.text)).flatten()
+        else {
+            return false;
+        };
+        let t = Text {
+            text: &doc.text,
+            lines: &doc.lines,
+            encoding: self.encoding(),
+        };
+        let published = self.diagnostics(uri, &t, &diagnostics);
+        self.client
+            .publish_diagnostics(uri.clone(), published, Some(doc.version))
+            .await;
+        doc.quick = Some((doc.version, diagnostics));
+        true
     }
 
     /// The one conversion of a core diagnostic to the protocol's: code, message with
     /// its help, related information. The code's `explain` page is one request away
     /// (hover, or the `ctxpack.explain` command), not in every publish.
-    fn diagnostic(&self, uri: &Uri, a: &Analysis, d: &Diagnostic) -> lsp::Diagnostic {
-        let t = self.text(a);
+    fn diagnostic(&self, uri: &Uri, t: &Text<'_>, d: &Diagnostic) -> lsp::Diagnostic {
         let related: Vec<DiagnosticRelatedInformation> = d
             .labels
             .iter()
@@ -582,7 +685,7 @@ impl Inner {
                 let diagnostic = a
                     .diagnostics()
                     .get(fix.diagnostic)
-                    .map(|d| self.diagnostic(uri, a, d));
+                    .map(|d| self.diagnostic(uri, &self.text(a), d));
                 let edit = TextEdit {
                     range: t.range(fix.edit.span),
                     new_text: fix.edit.text,
@@ -699,15 +802,22 @@ impl LanguageServer for Backend {
         let mut docs = self.inner.documents.lock().await;
         let entry = docs.entry(doc.uri.clone()).or_insert_with(|| Doc {
             text: String::new(),
+            lines: LineIndex::new(""),
             version: doc.version,
             analysis: Arc::new(Analysis::unchecked(String::new())),
             analyzed: None,
             running: false,
             dirty: false,
             stale: Arc::new(AtomicBool::new(false)),
+            quick: None,
+            wanted: false,
+            imports_epoch: 0,
+            resolved: 0,
         });
+        entry.lines = LineIndex::new(&doc.text);
         entry.text = doc.text;
         entry.version = doc.version;
+        entry.quick = None;
         self.inner.schedule(&doc.uri, entry);
     }
 
@@ -719,11 +829,25 @@ impl LanguageServer for Backend {
         };
         for change in params.content_changes {
             match change.range {
-                None => doc.text = change.text,
+                None => {
+                    doc.lines = LineIndex::new(&change.text);
+                    doc.text = change.text;
+                }
                 Some(range) => {
-                    let encoding = self.inner.encoding();
-                    let (start, end) = range_in(&doc.text, range.start, range.end, encoding);
+                    let t = Text {
+                        text: &doc.text,
+                        lines: &doc.lines,
+                        encoding: self.inner.encoding(),
+                    };
+                    let start = t.offset(range.start);
+                    let end = t.offset(range.end).max(start);
                     doc.text.replace_range(start..end, &change.text);
+                    let edit = ctxpack::span::TextEdit {
+                        start,
+                        old_end: end,
+                        new_end: start + change.text.len(),
+                    };
+                    doc.lines.apply(&doc.text, &edit);
                 }
             }
         }

@@ -139,6 +139,88 @@ fn template(e: &TextEdit, a: &TemplateIr, b: &TemplateIr) -> bool {
     a.text == b.text && a.parts == b.parts && same_place(e, a.span, b.span)
 }
 
+/// The diagnostics of a text in which an edit changed one item alone: item `k` of
+/// `checked`, reparsed as `item` ([`crate::syntax::reparse_item`]). Its body is
+/// built again against `checked`'s declarations (the edit left its name where it
+/// was, so they are the same) and every other diagnostic is moved by the edit.
+/// `None` when that is not the answer: the item is not a tool, (not `fallback`)
+/// intent, policy, redactor or block that an earlier body could be reused for; its
+/// new IR differs from the old in something the checks over the whole pack read
+/// ([`same_for_checks`]); an error appears in its body's diagnostics or leaves them
+/// (an error anywhere decides whether the policy analysis runs); or a diagnostic
+/// touches the edit.
+pub fn one_item_edited(
+    checked: &crate::check::Checked,
+    k: usize,
+    item: &crate::syntax::ast::Item,
+    edit: &TextEdit,
+) -> Option<Vec<Diagnostic>> {
+    let (old, old_diagnostics) = crate::ir::old_item(&checked.pack, k)?;
+    let (mut diagnostics, mut references) = (Vec::new(), Vec::new());
+    let new = crate::ir::item_alone(&checked.pack, item, &mut diagnostics, &mut references)?;
+    let error = |d: &[Diagnostic]| d.iter().any(Diagnostic::is_error);
+    if !same_for_checks(edit, old, &new) || error(old_diagnostics) != error(&diagnostics) {
+        return None;
+    }
+    let mut others = checked.diagnostics.clone();
+    for d in old_diagnostics {
+        let at = others.iter().position(|o| o == d)?;
+        others.remove(at);
+    }
+    let mut all = moved(&others, edit)?;
+    all.append(&mut diagnostics);
+    crate::check::sort(&mut all);
+    Some(all)
+}
+
+/// Is everything the checks over the whole pack (names, safety, budget, redactors,
+/// the policy analysis) read of an item the same in `new` as in `old`, spans moved
+/// by the edit? What they do not read: a tool's description beyond whether it is
+/// blank, an intent's description, a block's text, doc comments. Like
+/// [`same_analysis_input`], held to a full check by the property test in
+/// `tests/reparse.rs`.
+fn same_for_checks(e: &TextEdit, old: crate::ir::ItemRef<'_>, new: &crate::ir::ItemIr) -> bool {
+    use crate::ir::{ItemIr, ItemRef};
+    let blank = |d: &Option<String>| d.as_deref().is_none_or(|d| d.trim().is_empty());
+    match (old, new) {
+        (ItemRef::Tool(a), ItemIr::Tool(b)) => {
+            tool(e, a, b) && blank(&a.description) == blank(&b.description)
+        }
+        (ItemRef::Intent(a), ItemIr::Intent(b)) => {
+            let budgets = match (&a.budget, &b.budget) {
+                (None, None) => true,
+                (Some(x), Some(y)) => {
+                    same_place(e, x.keyword, y.keyword)
+                        && all(&x.overrides, &y.overrides, |(p, s), (q, t)| {
+                            s == t && name_ref(e, p, q)
+                        })
+                }
+                _ => false,
+            };
+            let tasks = match (&a.task, &b.task) {
+                (None, None) => true,
+                (Some(x), Some(y)) => template(e, x, y),
+                _ => false,
+            };
+            intent(e, a, b) && tasks && budgets
+        }
+        (ItemRef::Policy(a), ItemIr::Policy(b)) => policy(e, a, b),
+        (ItemRef::Redactor(a), ItemIr::Redactor(b)) => {
+            a.name == b.name
+                && same_place(e, a.name_span, b.name_span)
+                && a.pattern == b.pattern
+                && same_place(e, a.pattern_span, b.pattern_span)
+        }
+        (ItemRef::Block(a), ItemIr::Block(b)) => {
+            a.name == b.name
+                && same_place(e, a.name_span, b.name_span)
+                && name_ref(e, &a.bucket, &b.bucket)
+                && a.priority == b.priority
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -125,6 +125,28 @@ impl Analysis {
             .unwrap_or_else(|(_, never): (String, std::convert::Infallible)| match never {})
     }
 
+    /// The diagnostics of `text`, an edit of this analysis's text, when the edit
+    /// changed one tool, intent, policy, redactor or block alone and nothing of it
+    /// that the checks over the whole pack read: a description's wording, a doc
+    /// comment, a block's text, the typing of an expression or template that stays
+    /// the same shape (see [`crate::check::reuse::one_item_edited`]). Then that item
+    /// is all that is checked again, and the answer costs what the edit touches, not
+    /// what the file holds. Equal to the diagnostics of [`Analysis::edited`] of
+    /// `text` whenever it is `Some` (the property test in `tests/reparse.rs`). Of the
+    /// same text, this analysis's own diagnostics. Imports are taken as this analysis
+    /// resolved them: a caller whose registry or lockfile changed since asks
+    /// [`Analysis::edited`] instead.
+    pub fn quick_diagnostics(&self, text: &str) -> Option<Vec<Diagnostic>> {
+        let edit = crate::span::TextEdit::between(&self.text, text);
+        if edit.start == edit.old_end && edit.start == edit.new_end {
+            // The same text (an edit undone since): the same diagnostics.
+            return Some(self.diagnostics().to_vec());
+        }
+        let (k, item) =
+            crate::syntax::reparse_item(&self.checked.ast, &self.parse_diagnostics, text, edit)?;
+        crate::check::reuse::one_item_edited(&self.checked, k, &item, &edit)
+    }
+
     /// [`Analysis::edited`], given up between its phases once `cancelled` is set
     /// (the text is stale: a newer one waits). A cancelled analysis gives the text
     /// back.

@@ -569,7 +569,8 @@ impl<'a> Builder<'a> {
             // A second definition was reported (E0101); checking its body too
             // would report the first mistake again in other words (E0401, ...).
             ItemKind::Tool(t) if self.is_first(SymbolKind::Tool, &t.name) => {
-                self.tool(t, item.doc.clone(), &mut out.diags)
+                let tool = tool(t, item.doc.clone(), &mut out.diags);
+                self.pack.tools.push(tool);
             }
             ItemKind::Tool(_) => {}
             ItemKind::Prohibit(names) => {
@@ -581,15 +582,15 @@ impl<'a> Builder<'a> {
                 }
             }
             ItemKind::Intent(i) => self.intent(item, i, seen, out),
-            ItemKind::Redactor(r) => self.pack.redactors.push(RedactorIr {
-                name: r.name.name.to_string(),
-                name_span: r.name.span,
-                pattern: r.pattern.value.clone(),
-                pattern_span: r.pattern.span,
-                doc: item.doc.clone(),
-            }),
-            ItemKind::Policy(p) => self.policy(item, p, out),
-            ItemKind::Block(bl) => self.block(item, bl, out),
+            ItemKind::Redactor(r) => self.pack.redactors.push(redactor(item, r)),
+            ItemKind::Policy(p) => {
+                let policy = policy(&self.pack, item, p, out);
+                self.pack.policies.push(policy);
+            }
+            ItemKind::Block(bl) => {
+                let block = block(&self.pack, item, bl, out);
+                self.pack.blocks.push(block);
+            }
             ItemKind::Context(_) | ItemKind::Broken(_) => {}
         }
     }
@@ -720,111 +721,8 @@ impl<'a> Builder<'a> {
             }
             let _ = fb;
         }
-        let task = match &i.task {
-            Some(t) => Some(
-                Checker {
-                    pack: &self.pack,
-                    diags: &mut out.diags,
-                    refs: &mut out.refs,
-                }
-                .template(t),
-            ),
-            None => {
-                out.diags.push(
-                    Diagnostic::new(
-                        "E0103",
-                        i.name.span,
-                        format!("intent `{}` has no `task`", i.name.name),
-                    )
-                    .with_label("missing `task`")
-                    .with_help("every intent states its task: `task \"...\"`"),
-                );
-                None
-            }
-        };
-        self.pack.intents.push(IntentIr {
-            name: i.name.name.to_string(),
-            name_span: i.name.span,
-            fallback: i.fallback.is_some(),
-            description: i.description.as_ref().map(|d| d.value.clone()),
-            safety: i
-                .safety
-                .map_or(crate::artifact::SafetyMode::Autonomous, |s| s.value),
-            tools: i.tools.iter().map(name_ref).collect(),
-            task,
-            budget: i.budget.as_ref().map(|b| IntentBudgetIr {
-                keyword: b.keyword,
-                overrides: b
-                    .overrides
-                    .iter()
-                    .map(|(n, s)| (name_ref(n), s.value))
-                    .collect(),
-            }),
-            doc: item.doc.clone(),
-        });
-    }
-
-    fn policy(&mut self, item: &ast::Item, p: &ast::Policy, out: &mut BodyOut) {
-        let when = Checker {
-            pack: &self.pack,
-            diags: &mut out.diags,
-            refs: &mut out.refs,
-        }
-        .condition(&p.when);
-        let mut effects = Vec::with_capacity(p.effects.len());
-        for e in &p.effects {
-            effects.push(match &e.kind {
-                EffectKind::Refuse(s) => EffectIr::Refuse(s.value.clone()),
-                EffectKind::Escalate(s) => EffectIr::Escalate(s.value.clone()),
-                EffectKind::RequireApproval(n) => {
-                    EffectIr::RequireApproval(n.iter().map(name_ref).collect())
-                }
-                EffectKind::Deny(n) => EffectIr::Deny(n.iter().map(name_ref).collect()),
-                EffectKind::Redact(n) => EffectIr::Redact(n.iter().map(name_ref).collect()),
-                EffectKind::Instruct(s) => EffectIr::Instruct(
-                    Checker {
-                        pack: &self.pack,
-                        diags: &mut out.diags,
-                        refs: &mut out.refs,
-                    }
-                    .template(s),
-                ),
-            });
-        }
-        if effects.is_empty() {
-            out.diags.push(
-                Diagnostic::new("E0301", p.name.span, format!("policy `{}` has no effect", p.name.name))
-                    .with_label("does nothing when it fires")
-                    .with_help("add an effect: `refuse`, `escalate`, `require_approval`, `deny`, `redact` or `instruct`"),
-            );
-        }
-        self.pack.policies.push(PolicyIr {
-            name: p.name.name.to_string(),
-            name_span: p.name.span,
-            priority: p.priority.map_or(0, |p| p.value),
-            advisory: p.advisory.is_some(),
-            when: Arc::new(when),
-            when_span: p.when.span,
-            effects,
-            doc: item.doc.clone(),
-        });
-    }
-
-    fn block(&mut self, item: &ast::Item, bl: &ast::Block, out: &mut BodyOut) {
-        let text = Checker {
-            pack: &self.pack,
-            diags: &mut out.diags,
-            refs: &mut out.refs,
-        }
-        .template(&bl.text);
-        self.pack.blocks.push(BlockIr {
-            name: bl.name.name.to_string(),
-            name_span: bl.name.span,
-            bucket: name_ref(&bl.bucket),
-            priority: bl.priority.map_or(0, |p| p.value),
-            text,
-            doc: item.doc.clone(),
-        });
+        let intent = intent(&self.pack, item, i, out);
+        self.pack.intents.push(intent);
     }
 
     /// E0103 for the items an application pack cannot do without.
@@ -870,71 +768,6 @@ impl<'a> Builder<'a> {
             }
         }
     }
-
-    fn tool(&mut self, t: &ast::Tool, doc: Option<String>, diags: &mut Vec<Diagnostic>) {
-        let mut properties = Map::new();
-        let mut required = Vec::new();
-        let mut seen: HashMap<&str, Span> = HashMap::new();
-        for decl in t.input.iter().flatten() {
-            if let Some(first) = seen.get(decl.name.name.as_ref()) {
-                diags.push(
-                    Diagnostic::new(
-                        "E0101",
-                        decl.name.span,
-                        format!("duplicate input field `{}`", decl.name.name),
-                    )
-                    .with_label("defined again here")
-                    .with_secondary(*first, "first defined here")
-                    .with_help("rename or remove one of the fields"),
-                );
-                continue;
-            }
-            seen.insert(&decl.name.name, decl.name.span);
-            let mut schema = Ty::from_ast(&decl.ty.kind).json_schema();
-            if let (Some(d), Value::Object(m)) = (&decl.doc, &mut schema) {
-                m.insert("description".into(), json!(d));
-            }
-            properties.insert(decl.name.name.to_string(), schema);
-            if !decl.ty.optional {
-                required.push(json!(decl.name.name));
-            }
-        }
-        // Built around its parts: `json!` would copy them.
-        let mut input = Map::new();
-        input.insert("type".into(), json!("object"));
-        input.insert("properties".into(), Value::Object(properties));
-        input.insert("required".into(), Value::Array(required));
-        input.insert("additionalProperties".into(), Value::Bool(false));
-        let input = Value::Object(input);
-        for (present, what) in [
-            (t.kind.is_some(), "kind"),
-            (t.risk.is_some(), "risk"),
-            (t.approval.is_some(), "approval"),
-        ] {
-            if !present {
-                diags.push(
-                    Diagnostic::new("E0103", t.name.span, format!("tool `{}` has no `{what}`", t.name.name))
-                        .with_label(format!("missing `{what}`"))
-                        .with_help(match what {
-                            "kind" => "say what the tool does: `kind read` (free text such as read, write, admin)",
-                            "risk" => "declare its risk: `risk low | medium | high | critical`",
-                            _ => "declare how it is approved: `approval auto | confirm | review`",
-                        }),
-                );
-            }
-        }
-        self.pack.tools.push(ToolIr {
-            name: t.name.name.to_string(),
-            name_span: t.name.span,
-            description: t.description.as_ref().map(|d| d.value.clone()),
-            kind: t.kind.as_ref().map(|k| k.name.to_string()),
-            kind_span: t.kind.as_ref().map(|k| k.span),
-            risk: t.risk.map(|r| (r.value, r.span)),
-            approval: t.approval.map(|a| (a.value, a.span)),
-            input: Arc::new(input),
-            doc,
-        });
-    }
 }
 
 fn missing(at: Span, pack: &str, what: &str, help: &str) -> Diagnostic {
@@ -950,4 +783,235 @@ fn name_ref(i: &ast::Ident) -> NameRef {
         name: i.name.clone(),
         span: i.span,
     }
+}
+
+// The bodies of the items whose IR reads nothing but the item and the pack's
+// declarations: a later edit of that item alone rebuilds it with these.
+
+fn tool(t: &ast::Tool, doc: Option<String>, diags: &mut Vec<Diagnostic>) -> ToolIr {
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    let mut seen: HashMap<&str, Span> = HashMap::new();
+    for decl in t.input.iter().flatten() {
+        if let Some(first) = seen.get(decl.name.name.as_ref()) {
+            diags.push(
+                Diagnostic::new(
+                    "E0101",
+                    decl.name.span,
+                    format!("duplicate input field `{}`", decl.name.name),
+                )
+                .with_label("defined again here")
+                .with_secondary(*first, "first defined here")
+                .with_help("rename or remove one of the fields"),
+            );
+            continue;
+        }
+        seen.insert(&decl.name.name, decl.name.span);
+        let mut schema = Ty::from_ast(&decl.ty.kind).json_schema();
+        if let (Some(d), Value::Object(m)) = (&decl.doc, &mut schema) {
+            m.insert("description".into(), json!(d));
+        }
+        properties.insert(decl.name.name.to_string(), schema);
+        if !decl.ty.optional {
+            required.push(json!(decl.name.name));
+        }
+    }
+    // Built around its parts: `json!` would copy them.
+    let mut input = Map::new();
+    input.insert("type".into(), json!("object"));
+    input.insert("properties".into(), Value::Object(properties));
+    input.insert("required".into(), Value::Array(required));
+    input.insert("additionalProperties".into(), Value::Bool(false));
+    let input = Value::Object(input);
+    for (present, what) in [
+        (t.kind.is_some(), "kind"),
+        (t.risk.is_some(), "risk"),
+        (t.approval.is_some(), "approval"),
+    ] {
+        if !present {
+            diags.push(
+                Diagnostic::new(
+                    "E0103",
+                    t.name.span,
+                    format!("tool `{}` has no `{what}`", t.name.name),
+                )
+                .with_label(format!("missing `{what}`"))
+                .with_help(match what {
+                    "kind" => {
+                        "say what the tool does: `kind read` (free text such as read, write, admin)"
+                    }
+                    "risk" => "declare its risk: `risk low | medium | high | critical`",
+                    _ => "declare how it is approved: `approval auto | confirm | review`",
+                }),
+            );
+        }
+    }
+    ToolIr {
+        name: t.name.name.to_string(),
+        name_span: t.name.span,
+        description: t.description.as_ref().map(|d| d.value.clone()),
+        kind: t.kind.as_ref().map(|k| k.name.to_string()),
+        kind_span: t.kind.as_ref().map(|k| k.span),
+        risk: t.risk.map(|r| (r.value, r.span)),
+        approval: t.approval.map(|a| (a.value, a.span)),
+        input: Arc::new(input),
+        doc,
+    }
+}
+
+fn intent(pack: &Pack, item: &ast::Item, i: &ast::Intent, out: &mut BodyOut) -> IntentIr {
+    let task = match &i.task {
+        Some(t) => Some(
+            Checker {
+                pack,
+                diags: &mut out.diags,
+                refs: &mut out.refs,
+            }
+            .template(t),
+        ),
+        None => {
+            out.diags.push(
+                Diagnostic::new(
+                    "E0103",
+                    i.name.span,
+                    format!("intent `{}` has no `task`", i.name.name),
+                )
+                .with_label("missing `task`")
+                .with_help("every intent states its task: `task \"...\"`"),
+            );
+            None
+        }
+    };
+    IntentIr {
+        name: i.name.name.to_string(),
+        name_span: i.name.span,
+        fallback: i.fallback.is_some(),
+        description: i.description.as_ref().map(|d| d.value.clone()),
+        safety: i
+            .safety
+            .map_or(crate::artifact::SafetyMode::Autonomous, |s| s.value),
+        tools: i.tools.iter().map(name_ref).collect(),
+        task,
+        budget: i.budget.as_ref().map(|b| IntentBudgetIr {
+            keyword: b.keyword,
+            overrides: b
+                .overrides
+                .iter()
+                .map(|(n, s)| (name_ref(n), s.value))
+                .collect(),
+        }),
+        doc: item.doc.clone(),
+    }
+}
+
+fn policy(pack: &Pack, item: &ast::Item, p: &ast::Policy, out: &mut BodyOut) -> PolicyIr {
+    let when = Checker {
+        pack,
+        diags: &mut out.diags,
+        refs: &mut out.refs,
+    }
+    .condition(&p.when);
+    let mut effects = Vec::with_capacity(p.effects.len());
+    for e in &p.effects {
+        effects.push(match &e.kind {
+            EffectKind::Refuse(s) => EffectIr::Refuse(s.value.clone()),
+            EffectKind::Escalate(s) => EffectIr::Escalate(s.value.clone()),
+            EffectKind::RequireApproval(n) => {
+                EffectIr::RequireApproval(n.iter().map(name_ref).collect())
+            }
+            EffectKind::Deny(n) => EffectIr::Deny(n.iter().map(name_ref).collect()),
+            EffectKind::Redact(n) => EffectIr::Redact(n.iter().map(name_ref).collect()),
+            EffectKind::Instruct(s) => EffectIr::Instruct(
+                Checker {
+                    pack,
+                    diags: &mut out.diags,
+                    refs: &mut out.refs,
+                }
+                .template(s),
+            ),
+        });
+    }
+    if effects.is_empty() {
+        out.diags.push(
+            Diagnostic::new("E0301", p.name.span, format!("policy `{}` has no effect", p.name.name))
+                .with_label("does nothing when it fires")
+                .with_help("add an effect: `refuse`, `escalate`, `require_approval`, `deny`, `redact` or `instruct`"),
+        );
+    }
+    PolicyIr {
+        name: p.name.name.to_string(),
+        name_span: p.name.span,
+        priority: p.priority.map_or(0, |p| p.value),
+        advisory: p.advisory.is_some(),
+        when: Arc::new(when),
+        when_span: p.when.span,
+        effects,
+        doc: item.doc.clone(),
+    }
+}
+
+fn block(pack: &Pack, item: &ast::Item, bl: &ast::Block, out: &mut BodyOut) -> BlockIr {
+    let text = Checker {
+        pack,
+        diags: &mut out.diags,
+        refs: &mut out.refs,
+    }
+    .template(&bl.text);
+    BlockIr {
+        name: bl.name.name.to_string(),
+        name_span: bl.name.span,
+        bucket: name_ref(&bl.bucket),
+        priority: bl.priority.map_or(0, |p| p.value),
+        text,
+        doc: item.doc.clone(),
+    }
+}
+
+fn redactor(item: &ast::Item, r: &ast::Redactor) -> RedactorIr {
+    RedactorIr {
+        name: r.name.name.to_string(),
+        name_span: r.name.span,
+        pattern: r.pattern.value.clone(),
+        pattern_span: r.pattern.span,
+        doc: item.doc.clone(),
+    }
+}
+
+/// One item's IR, built alone: see [`item_alone`].
+#[derive(Debug)]
+pub(crate) enum ItemIr {
+    Tool(ToolIr),
+    Intent(IntentIr),
+    Policy(PolicyIr),
+    Redactor(RedactorIr),
+    Block(BlockIr),
+}
+
+/// The IR of `item` against `pack`'s declarations, as [`build`] makes it of a tool,
+/// (not `fallback`) intent, policy, redactor or block that is the first of its name
+/// in an application pack (the caller knows that much from an earlier build); `None`
+/// for the other items. Its diagnostics go to `diags`, its references to `refs`.
+pub(crate) fn item_alone(
+    pack: &Pack,
+    item: &ast::Item,
+    diags: &mut Vec<Diagnostic>,
+    refs: &mut Vec<Reference>,
+) -> Option<ItemIr> {
+    let mut out = BodyOut {
+        diags: std::mem::take(diags),
+        refs: std::mem::take(refs),
+    };
+    let built = match &item.kind {
+        ItemKind::Tool(t) => Some(ItemIr::Tool(tool(t, item.doc.clone(), &mut out.diags))),
+        ItemKind::Intent(i) if i.fallback.is_none() && !pack.library => {
+            Some(ItemIr::Intent(intent(pack, item, i, &mut out)))
+        }
+        ItemKind::Policy(p) => Some(ItemIr::Policy(policy(pack, item, p, &mut out))),
+        ItemKind::Redactor(r) => Some(ItemIr::Redactor(redactor(item, r))),
+        ItemKind::Block(bl) => Some(ItemIr::Block(block(pack, item, bl, &mut out))),
+        _ => None,
+    };
+    *diags = out.diags;
+    *refs = out.refs;
+    built
 }

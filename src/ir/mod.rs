@@ -19,7 +19,9 @@ use serde_json::Value;
 
 pub use crate::artifact::valid_pack_name;
 pub use build::{build, build_unless, import_decls};
+pub(crate) use build::{item_alone, ItemIr};
 pub use reuse::EarlierBuild;
+pub(crate) use reuse::{old_item, ItemRef};
 pub use types::Ty;
 
 use crate::artifact::{Approval, Overflow, Risk, SafetyMode, Tokenizer};

@@ -331,3 +331,45 @@ pub(crate) fn same_declarations(old: &Pack, new: &Pack, e: &TextEdit) -> bool {
             .zip(&new.fields)
             .all(|(x, y)| x.path == y.path && x.ty == y.ty && x.optional == y.optional)
 }
+
+/// One item of an earlier build, as it is in the pack.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ItemRef<'a> {
+    Tool(&'a ToolIr),
+    Intent(&'a IntentIr),
+    Policy(&'a PolicyIr),
+    Redactor(&'a RedactorIr),
+    Block(&'a BlockIr),
+}
+
+/// What an earlier build made of its item `k`: the one tool, intent, policy,
+/// redactor or block it added and the body's own diagnostics. `None` when the body
+/// is not reusable (see [`ItemBody`]) or added anything else (nothing, for a
+/// duplicate; prohibitions).
+pub(crate) fn old_item(pack: &Pack, k: usize) -> Option<(ItemRef<'_>, &[Diagnostic])> {
+    let body = pack.bodies.get(k).filter(|b| b.reusable)?;
+    let (a, b) = (&body.from, &body.to);
+    let added = |from: u32, to: u32| to.checked_sub(from);
+    let counts = [
+        added(a.tools, b.tools)?,
+        added(a.intents, b.intents)?,
+        added(a.policies, b.policies)?,
+        added(a.redactors, b.redactors)?,
+        added(a.blocks, b.blocks)?,
+    ];
+    if counts.iter().sum::<u32>() != 1 || a.prohibitions != b.prohibitions {
+        return None;
+    }
+    let item = if counts[0] == 1 {
+        ItemRef::Tool(pack.tools.get(a.tools as usize)?)
+    } else if counts[1] == 1 {
+        ItemRef::Intent(pack.intents.get(a.intents as usize)?)
+    } else if counts[2] == 1 {
+        ItemRef::Policy(pack.policies.get(a.policies as usize)?)
+    } else if counts[3] == 1 {
+        ItemRef::Redactor(pack.redactors.get(a.redactors as usize)?)
+    } else {
+        ItemRef::Block(pack.blocks.get(a.blocks as usize)?)
+    };
+    Some((item, &body.diagnostics))
+}

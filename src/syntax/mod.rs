@@ -8,4 +8,6 @@ mod shift;
 pub mod strings;
 pub mod template;
 
-pub use parser::{doc_above, parse, reparse, reparse_at, skip_string, Kept, ITEM_KEYWORDS};
+pub use parser::{
+    doc_above, parse, reparse, reparse_at, reparse_item, skip_string, Kept, ITEM_KEYWORDS,
+};

@@ -86,89 +86,26 @@ pub fn reparse_at(
     edit: TextEdit,
 ) -> Option<(File, Vec<Diagnostic>, Kept)> {
     use super::shift::Shift;
-    let (start, old_end, new_end) = (edit.start, edit.old_end, edit.new_end);
     let delta = edit.delta();
-    let header = old_file.header.as_ref()?;
-    if start <= header.span.end {
-        return None;
-    }
+    let region = Region::parse(old_file, old_diags, new, edit)?;
     let items = &old_file.items;
-    // The item whose text holds the start of the edit: each item owns the text from
-    // its start to the next item's (its trailing comments, the next one's doc; a
-    // span can end in the whitespace before the next item, so an edit right at an
-    // item's start belongs to the one before).
-    let first = items
-        .iter()
-        .rposition(|it| it.span.start < start)
-        .unwrap_or(0);
-    // A broken item that cannot recover inside unbalanced braces looks past the next
-    // item for where to resume, so text after the edit can change it.
-    if items[..first]
-        .iter()
-        .any(|it| matches!(it.kind, ItemKind::Broken(_)))
-    {
-        return None;
-    }
-    let from = match first {
-        0 => header.span.end,
-        k => items[k].span.start,
-    };
-    // Old items that can be kept after the edit: they, and the item before them
-    // (whose text holds their doc comment), start after it.
-    let resumable = |old_pos: usize| -> Option<usize> {
-        let j = items
-            .binary_search_by_key(&old_pos, |it| it.span.start)
-            .ok()?;
-        let whole = !matches!(items[j].kind, ItemKind::Broken(_));
-        (j > first && whole && items[j - 1].span.start >= old_end).then_some(j)
-    };
-    let mut p = Driver {
-        source: new,
-        diags: Vec::new(),
-    };
-    let begin = p.skip_trivia(from);
-    // Recovering from a syntax error may look past the next item for where to go on
-    // (inside unbalanced braces, up to the end of the file): with one before the
-    // edit, what comes after the edit can change the parse before it.
-    if old_diags.iter().any(|d| d.span.start < begin) {
-        return None;
-    }
-    let mut reparsed = Vec::new();
-    let mut pos = begin;
-    let resume = loop {
-        if pos >= new.len() {
-            break None;
-        }
-        if pos >= new_end {
-            if let Some(j) = resumable(pos.checked_add_signed(-delta)?) {
-                break Some(j);
-            }
-        }
-        if starts_with_word(&new[pos..], "pack") {
-            return None;
-        }
-        pos = p.item_at(pos, &mut reparsed);
-    };
-    if nesting_guard(new.get(begin..pos)?).is_some() {
-        return None;
-    }
     let mut file = File {
         header: old_file.header.clone(),
-        items: items[..first].to_vec(),
+        items: items[..region.first].to_vec(),
     };
     file.items
-        .extend(reparsed.into_iter().map(std::sync::Arc::new));
+        .extend(region.items.into_iter().map(std::sync::Arc::new));
     let mut diags: Vec<Diagnostic> = old_diags
         .iter()
-        .filter(|d| d.span.start < begin.min(start))
+        .filter(|d| d.span.start < region.begin.min(edit.start))
         .cloned()
         .collect();
-    diags.extend(p.diags);
+    diags.extend(region.diags);
     let mut kept = Kept {
-        before: first,
+        before: region.first,
         after: None,
     };
-    if let Some(j) = resume {
+    if let Some(j) = region.resume {
         kept.after = Some((j, file.items.len()));
         let resume_old = items[j].span.start;
         for it in &items[j..] {
@@ -187,6 +124,146 @@ pub fn reparse_at(
     }
     diags.sort_by_key(|d| d.span.start);
     Some((file, diags, kept))
+}
+
+/// The one item an edit changes: `(index, item)` when reparsing the text the edit
+/// touches gives back the old file's items there, all as they were (moved) but the
+/// one at `index`, and no syntax error there before or after. For a caller that
+/// works out what the edit changed from that item alone; `None` otherwise.
+pub fn reparse_item(
+    old_file: &File,
+    old_diags: &[Diagnostic],
+    new: &str,
+    edit: TextEdit,
+) -> Option<(usize, Item)> {
+    use super::shift::Shift;
+    let region = Region::parse(old_file, old_diags, new, edit)?;
+    let items = &old_file.items;
+    let end = region.resume.unwrap_or(items.len());
+    let old = items.get(region.first..end)?;
+    let resume_old = items.get(end).map_or(usize::MAX, |it| it.span.start);
+    let diagnosed = old_diags
+        .iter()
+        .any(|d| (region.begin..=resume_old).contains(&d.span.start));
+    if !region.diags.is_empty() || diagnosed || old.len() != region.items.len() {
+        return None;
+    }
+    let mut changed = None;
+    for (i, (new_item, old_item)) in region.items.into_iter().zip(old).enumerate() {
+        // The item holding the edit's start is unmoved when the edit lies past it
+        // (in the trivia it owns); every later one is moved by the edit.
+        let same = if new_item.span.end <= edit.start {
+            new_item == **old_item
+        } else {
+            let mut back = new_item.clone();
+            back.shift(-edit.delta());
+            back == **old_item
+        };
+        if !same {
+            if changed.is_some() {
+                return None;
+            }
+            changed = Some((region.first + i, new_item));
+        }
+    }
+    changed
+}
+
+/// The text an edit touches, parsed again: from the item holding its start until
+/// an old item that can be kept (moved) after it.
+struct Region {
+    /// The first old item not kept before the edit.
+    first: usize,
+    /// Where parsing began (before the edit: the same offset in both texts).
+    begin: usize,
+    /// The items parsed, in the new text.
+    items: Vec<Item>,
+    diags: Vec<Diagnostic>,
+    /// The old item from which the rest are kept, moved; `None`: to the end.
+    resume: Option<usize>,
+}
+
+impl Region {
+    fn parse(
+        old_file: &File,
+        old_diags: &[Diagnostic],
+        new: &str,
+        edit: TextEdit,
+    ) -> Option<Region> {
+        let (start, old_end, new_end) = (edit.start, edit.old_end, edit.new_end);
+        let delta = edit.delta();
+        let header = old_file.header.as_ref()?;
+        if start <= header.span.end {
+            return None;
+        }
+        let items = &old_file.items;
+        // The item whose text holds the start of the edit: each item owns the text from
+        // its start to the next item's (its trailing comments, the next one's doc; a
+        // span can end in the whitespace before the next item, so an edit right at an
+        // item's start belongs to the one before).
+        let first = items
+            .iter()
+            .rposition(|it| it.span.start < start)
+            .unwrap_or(0);
+        // A broken item that cannot recover inside unbalanced braces looks past the next
+        // item for where to resume, so text after the edit can change it.
+        if items[..first]
+            .iter()
+            .any(|it| matches!(it.kind, ItemKind::Broken(_)))
+        {
+            return None;
+        }
+        let from = match first {
+            0 => header.span.end,
+            k => items[k].span.start,
+        };
+        // Old items that can be kept after the edit: they, and the item before them
+        // (whose text holds their doc comment), start after it.
+        let resumable = |old_pos: usize| -> Option<usize> {
+            let j = items
+                .binary_search_by_key(&old_pos, |it| it.span.start)
+                .ok()?;
+            let whole = !matches!(items[j].kind, ItemKind::Broken(_));
+            (j > first && whole && items[j - 1].span.start >= old_end).then_some(j)
+        };
+        let mut p = Driver {
+            source: new,
+            diags: Vec::new(),
+        };
+        let begin = p.skip_trivia(from);
+        // Recovering from a syntax error may look past the next item for where to go on
+        // (inside unbalanced braces, up to the end of the file): with one before the
+        // edit, what comes after the edit can change the parse before it.
+        if old_diags.iter().any(|d| d.span.start < begin) {
+            return None;
+        }
+        let mut reparsed = Vec::new();
+        let mut pos = begin;
+        let resume = loop {
+            if pos >= new.len() {
+                break None;
+            }
+            if pos >= new_end {
+                if let Some(j) = resumable(pos.checked_add_signed(-delta)?) {
+                    break Some(j);
+                }
+            }
+            if starts_with_word(&new[pos..], "pack") {
+                return None;
+            }
+            pos = p.item_at(pos, &mut reparsed);
+        };
+        if nesting_guard(new.get(begin..pos)?).is_some() {
+            return None;
+        }
+        Some(Region {
+            first,
+            begin,
+            items: reparsed,
+            diags: p.diags,
+            resume,
+        })
+    }
 }
 
 struct Driver<'s> {
