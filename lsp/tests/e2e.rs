@@ -1440,3 +1440,75 @@ fn policy_analysis_warnings_follow_edits() {
     assert!(w0302(&diags).is_empty(), "{diags:#?}");
     c.shutdown();
 }
+
+/// The publishes for `URI` in the backlog or arriving before `until` (a version),
+/// in order.
+fn publishes_until(c: &mut Client, until: i64) -> Vec<Value> {
+    let mut seen = Vec::new();
+    loop {
+        let p = c.wait_for("textDocument/publishDiagnostics", |p| p["uri"] == URI);
+        let done = p["version"] == json!(until);
+        seen.push(p);
+        if done {
+            return seen;
+        }
+    }
+}
+
+/// An edit inside one item (a tool's description) is published from that item
+/// alone, ahead of the full analysis, which does not publish the same diagnostics
+/// again; an edit that changes what the whole-pack checks read (a new error in a
+/// template) is published by the full analysis. Either way the diagnostics are those
+/// of the edited text checked from scratch.
+#[test]
+fn an_edit_inside_one_item_is_published_once_and_as_a_full_check_would() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = std::fs::read_to_string(
+        root.join("tests/fixtures/err/7021_w0302_shadowed_by_refusal.ctxpack"),
+    )
+    .unwrap_or_default();
+    let fresh = |text: &str| -> Value {
+        let mut f = Client::start(&[]);
+        f.initialize(None);
+        f.open(text, 1);
+        let d = json!(f.diagnostics(1));
+        f.shutdown();
+        d
+    };
+    let mut c = Client::start(&[]);
+    c.initialize(None);
+    c.open(&text, 1);
+    c.diagnostics(1);
+    let mut edited = text.clone();
+    for (version, needle, insert) in [
+        (2, "Fetch an order by its id.", "Quickly "),
+        (3, "Help the customer get a refund.", "{{ ctx.nope }} "),
+    ] {
+        let (line, col, _) = position(&edited, needle, 0);
+        let at = edited.find(needle).unwrap_or_default();
+        c.change_range(
+            json!({ "start": { "line": line, "character": col }, "end": { "line": line, "character": col } }),
+            insert,
+            version,
+        );
+        edited.insert_str(at, insert);
+        let published = publishes_until(&mut c, version);
+        // A query needs the full analysis: once it answers, that analysis is done
+        // and anything it published was sent before the answer.
+        c.at("textDocument/hover", 0, 1, json!({}));
+        let again: Vec<&Value> = c
+            .backlog
+            .iter()
+            .filter(|m| m["params"]["uri"] == URI && m["params"]["version"] == json!(version))
+            .collect();
+        assert!(again.is_empty(), "version {version} published twice: {again:#?}");
+        let last = published
+            .last()
+            .map(|p| p["diagnostics"].clone())
+            .unwrap_or_default();
+        assert_eq!(last, fresh(&edited), "version {version}");
+        let found = codes(last.as_array().map_or(&[][..], |a| a.as_slice()));
+        assert_eq!(found.contains(&"E0201".to_owned()), version == 3, "{found:?}");
+    }
+    c.shutdown();
+}
