@@ -127,11 +127,11 @@ impl Analysis {
 
     /// The diagnostics of `text`, an edit of this analysis's text, when the edit
     /// changed one tool, intent, policy, redactor or block alone and nothing of it
-    /// that the checks over the whole pack read: a description's wording, a doc
-    /// comment, a block's text, the typing of an expression or template that stays
-    /// the same shape (see [`crate::check::reuse::one_item_edited`]). Then that item
-    /// is all that is checked again, and the answer costs what the edit touches, not
-    /// what the file holds. Equal to the diagnostics of [`Analysis::edited`] of
+    /// that the checks over the whole pack read: the wording of a tool's or intent's
+    /// description, a doc comment, a block's text (see
+    /// [`crate::check::reuse::one_item_edited`]). Then that item is all that is
+    /// checked again, and the answer costs what the edit touches, not what the file
+    /// holds. Equal to the diagnostics of [`Analysis::edited`] of
     /// `text` whenever it is `Some` (the property test in `tests/reparse.rs`). Of the
     /// same text, this analysis's own diagnostics. Imports are taken as this analysis
     /// resolved them: a caller whose registry or lockfile changed since asks
