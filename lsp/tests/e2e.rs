@@ -1501,14 +1501,21 @@ fn an_edit_inside_one_item_is_published_once_and_as_a_full_check_would() {
             .iter()
             .filter(|m| m["params"]["uri"] == URI && m["params"]["version"] == json!(version))
             .collect();
-        assert!(again.is_empty(), "version {version} published twice: {again:#?}");
+        assert!(
+            again.is_empty(),
+            "version {version} published twice: {again:#?}"
+        );
         let last = published
             .last()
             .map(|p| p["diagnostics"].clone())
             .unwrap_or_default();
         assert_eq!(last, fresh(&edited), "version {version}");
         let found = codes(last.as_array().map_or(&[][..], |a| a.as_slice()));
-        assert_eq!(found.contains(&"E0201".to_owned()), version == 3, "{found:?}");
+        assert_eq!(
+            found.contains(&"E0201".to_owned()),
+            version == 3,
+            "{found:?}"
+        );
     }
     c.shutdown();
 }
