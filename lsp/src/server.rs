@@ -46,9 +46,6 @@ struct Inner {
     documents: Mutex<HashMap<Uri, Doc>>,
     /// Wakes the queries waiting for an analysis, each time one is stored.
     analyzed: Notify,
-    /// Wakes the analyses settling before a full check (see [`Inner::settle`]): a
-    /// document changed, or a query waits.
-    wake: Notify,
 }
 
 /// How long the edits to a document must pause, while quick diagnostics cover them,
@@ -77,6 +74,9 @@ struct Doc {
     quick: Option<(i32, Vec<Diagnostic>)>,
     /// A query waits for this document's analysis: it goes ahead without settling.
     wanted: bool,
+    /// Wakes its analysis while it settles (see [`Inner::settle`]): the document
+    /// changed, or a query waits.
+    wake: Arc<Notify>,
     /// Bumped when what imports resolve against changes (registry, lockfile,
     /// settings); `analysis` resolved them at `resolved`. Quick diagnostics take
     /// imports as the analysis resolved them, so they wait for one that is current.
@@ -96,7 +96,6 @@ impl Backend {
                 }),
                 documents: Mutex::new(HashMap::new()),
                 analyzed: Notify::new(),
-                wake: Notify::new(),
             }),
         }
     }
@@ -188,7 +187,7 @@ impl Inner {
     fn schedule(self: &Arc<Self>, uri: &Uri, doc: &mut Doc) {
         doc.dirty = true;
         doc.stale.store(true, Ordering::Relaxed);
-        self.wake.notify_waiters();
+        doc.wake.notify_waiters();
         if !doc.running {
             doc.running = true;
             let inner = Arc::clone(self);
@@ -367,7 +366,7 @@ impl Inner {
                 // An analysis settling after quick diagnostics goes ahead now.
                 if !doc.wanted {
                     doc.wanted = true;
-                    self.wake.notify_waiters();
+                    doc.wake.notify_waiters();
                 }
             }
             notified.await;
@@ -410,8 +409,8 @@ impl Inner {
     /// False when the document was closed.
     async fn settle(&self, uri: &Uri) -> bool {
         loop {
-            // Created before the look: a change or query after it wakes the wait.
-            let woken = self.wake.notified();
+            let wake;
+            let woken;
             {
                 let mut docs = self.documents.lock().await;
                 let Some(doc) = docs.get_mut(uri) else {
@@ -420,6 +419,10 @@ impl Inner {
                 if doc.wanted || !self.publish_quick(uri, doc).await {
                     return true;
                 }
+                // Waited on from here, under the lock that changes and queries take
+                // to wake it: none can fall between the look and the wait.
+                wake = Arc::clone(&doc.wake);
+                woken = wake.notified();
             }
             tokio::select! {
                 _ = woken => continue,
@@ -811,6 +814,7 @@ impl LanguageServer for Backend {
             stale: Arc::new(AtomicBool::new(false)),
             quick: None,
             wanted: false,
+            wake: Arc::new(Notify::new()),
             imports_epoch: 0,
             resolved: 0,
         });
