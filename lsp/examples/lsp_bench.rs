@@ -166,7 +166,10 @@ fn generated_pack(lines: usize) -> String {
     out.push_str("  order.total: float?\n}\n\nprompt system \"\"\"\n  You are a bot. Reply in {{ request.locale }}.\n\"\"\"\n\n");
     out.push_str("budget {\n  total 64_000\n  bucket policy   { share 10% priority 90 }\n  bucket tools    { share 10% priority 80 }\n  bucket evidence { share 50% priority 50 }\n  bucket memory   { share 15% priority 40 }\n  bucket session  { share 15% priority 30 }\n}\n\n");
     let mut i = 0;
-    while out.lines().count() < lines {
+    // The text ends with a newline: its lines are its newlines, counted as they come.
+    let mut count = out.matches('\n').count();
+    while count < lines {
+        let before = out.len();
         out.push_str(&format!(
             "/// Tool {i}.\ntool tool_{i} {{\n  description \"Does thing {i}.\"\n  kind read\n  risk low\n  approval auto\n  input {{\n    id: string\n    count: int?\n  }}\n}}\n\n"
         ));
@@ -180,6 +183,7 @@ fn generated_pack(lines: usize) -> String {
             i % fields.max(1) % 7,
             i % fields.max(1)
         ));
+        count += out[before..].matches('\n').count();
         i += 1;
     }
     out

@@ -146,16 +146,7 @@ fn fixed_text(
     let tokenizer = budget.tokenizer;
     // A token covers at least one byte, so the bytes bound the count: when even
     // they fit, nothing needs counting (an editor checks on every keystroke).
-    let bytes = |t: &Option<TemplateIr>| t.as_ref().map_or(0, literal_len);
-    let bound = bytes(&pack.system)
-        + bytes(&pack.developer)
-        + pack
-            .intents
-            .iter()
-            .map(|i| bytes(&i.task))
-            .max()
-            .unwrap_or(0);
-    if bound as u64 <= total {
+    if fixed_bytes(pack, longest_task(pack)) as u64 <= total {
         return;
     }
     let count = |t: &Option<TemplateIr>| t.as_ref().map_or(0, |t| literal_tokens(tokenizer, t));
@@ -183,6 +174,31 @@ fn fixed_text(
     }
 }
 
+/// The bytes of the literal text of the prompts and of a task `task` bytes long.
+fn fixed_bytes(pack: &Pack, task: usize) -> usize {
+    let bytes = |t: &Option<TemplateIr>| t.as_ref().map_or(0, literal_len);
+    bytes(&pack.system) + bytes(&pack.developer) + task
+}
+
+/// The bytes of the literal text of the pack's longest task.
+pub(crate) fn longest_task(pack: &Pack) -> usize {
+    pack.intents
+        .iter()
+        .map(|i| i.task.as_ref().map_or(0, literal_len))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Whether the fixed-text check (E0504) finds nothing without reading any task
+/// beyond its length, were the longest `longest` bytes: the pack has no positive
+/// total, or the prompts and such a task fit it even counted in bytes.
+pub(crate) fn tasks_fit(pack: &Pack, longest: usize) -> bool {
+    match pack.budget.as_ref().and_then(|b| b.total) {
+        Some((total, _)) if total > 0 => fixed_bytes(pack, longest) as u64 <= total as u64,
+        _ => true,
+    }
+}
+
 /// The literal pieces of a template: its text and its defaults.
 fn literal_parts(t: &TemplateIr) -> impl Iterator<Item = &str> {
     t.parts.iter().filter_map(|part| match part {
@@ -192,7 +208,7 @@ fn literal_parts(t: &TemplateIr) -> impl Iterator<Item = &str> {
 }
 
 /// The length in bytes of a template's literal text plus its defaults.
-fn literal_len(t: &TemplateIr) -> usize {
+pub(crate) fn literal_len(t: &TemplateIr) -> usize {
     literal_parts(t).map(str::len).sum()
 }
 

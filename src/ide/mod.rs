@@ -128,7 +128,8 @@ impl Analysis {
     /// The diagnostics of `text`, an edit of this analysis's text, when the edit
     /// changed one tool, intent, policy, redactor or block alone and nothing of it
     /// that the checks over the whole pack read: the wording of a tool's or intent's
-    /// description, a doc comment, a block's text (see
+    /// description, a doc comment, a block's text, a policy's `instruct` text, an
+    /// intent's task while the fixed text fits the budget counted in bytes (see
     /// [`crate::check::reuse::one_item_edited`]). Then that item is all that is
     /// checked again, and the answer costs what the edit touches, not what the file
     /// holds. Equal to the diagnostics of [`Analysis::edited`] of
