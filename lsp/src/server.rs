@@ -416,7 +416,10 @@ impl Inner {
                 let Some(doc) = docs.get_mut(uri) else {
                     return false;
                 };
-                if doc.wanted || !self.publish_quick(uri, doc).await {
+                // Published even when a query waits: it waits for the full
+                // analysis, the diagnostics need not.
+                let quick = self.publish_quick(uri, doc).await;
+                if doc.wanted || !quick {
                     return true;
                 }
                 // Waited on from here, under the lock that changes and queries take
