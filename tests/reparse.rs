@@ -345,6 +345,13 @@ fn quick_diagnostics_follow_the_item_and_equal_a_full_check() {
             );
         }
     }
+    // A comment between items changes none of them.
+    let at = text.find("\ntool ").unwrap() + 1;
+    let mut new = text.clone();
+    new.insert_str(at, "// a note\n\n");
+    let quick = before.quick_diagnostics(&new);
+    let full = ctxpack::ide::Analysis::new(new);
+    assert_eq!(quick.as_deref(), Some(full.diagnostics()));
     for (find, replace) in [("risk low", "risk high"), ("\ntool ", "\ntool x")] {
         let at = text.find(find).unwrap();
         let mut new = text.clone();

@@ -130,8 +130,8 @@ impl Analysis {
     /// that the checks over the whole pack read: the wording of a tool's or intent's
     /// description, a doc comment, a block's text, a policy's `instruct` text, an
     /// intent's task while the fixed text fits the budget counted in bytes (see
-    /// [`crate::check::reuse::one_item_edited`]). Then that item is all that is
-    /// checked again, and the answer costs what the edit touches, not what the file
+    /// [`crate::check::reuse::one_item_edited`]), or no item at all (comments,
+    /// blank lines). Then that item is all that is checked again, and the answer costs what the edit touches, not what the file
     /// holds. Equal to the diagnostics of [`Analysis::edited`] of
     /// `text` whenever it is `Some` (the property test in `tests/reparse.rs`). Of the
     /// same text, this analysis's own diagnostics. Imports are taken as this analysis
@@ -143,9 +143,11 @@ impl Analysis {
             // The same text (an edit undone since): the same diagnostics.
             return Some(self.diagnostics().to_vec());
         }
-        let (k, item) =
-            crate::syntax::reparse_item(&self.checked.ast, &self.parse_diagnostics, text, edit)?;
-        crate::check::reuse::one_item_edited(&self.checked, k, &item, &edit)
+        match crate::syntax::reparse_item(&self.checked.ast, &self.parse_diagnostics, text, edit)? {
+            Some((k, item)) => crate::check::reuse::one_item_edited(&self.checked, k, &item, &edit),
+            // Comments or blank lines: every item as it was, moved.
+            None => crate::check::reuse::moved(self.diagnostics(), &edit),
+        }
     }
 
     /// [`Analysis::edited`], given up between its phases once `cancelled` is set

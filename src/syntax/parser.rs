@@ -126,16 +126,18 @@ pub fn reparse_at(
     Some((file, diags, kept))
 }
 
-/// The one item an edit changes: `(index, item)` when reparsing the text the edit
-/// touches gives back the old file's items there, all as they were (moved) but the
-/// one at `index`, and no syntax error there before or after. For a caller that
-/// works out what the edit changed from that item alone; `None` otherwise.
+/// The one item an edit changes: `Some(Some((index, item)))` when reparsing the
+/// text the edit touches gives back the old file's items there, all as they were
+/// (moved) but the one at `index`, and no syntax error there before or after;
+/// `Some(None)` when it gives them all back (the edit was to comments or blank
+/// lines). For a caller that works out what the edit changed from that item alone;
+/// `None` otherwise.
 pub fn reparse_item(
     old_file: &File,
     old_diags: &[Diagnostic],
     new: &str,
     edit: TextEdit,
-) -> Option<(usize, Item)> {
+) -> Option<Option<(usize, Item)>> {
     use super::shift::Shift;
     let region = Region::parse(old_file, old_diags, new, edit)?;
     let items = &old_file.items;
@@ -166,7 +168,7 @@ pub fn reparse_item(
             changed = Some((region.first + i, new_item));
         }
     }
-    changed
+    Some(changed)
 }
 
 /// The text an edit touches, parsed again: from the item holding its start until
