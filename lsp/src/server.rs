@@ -2,11 +2,14 @@
 //! protocol handlers.
 //!
 //! Every handler converts positions, calls one query of [`ctxpack::ide::Analysis`]
-//! and converts the answer back. Edits are applied to a document's text at once;
-//! analysing it runs on a blocking thread, one analysis per document at a time. When
-//! an analysis ends and the text has changed meanwhile, its result is kept for
-//! queries but not published, and the newest text is analysed next: after a burst of
-//! edits only the last version's diagnostics go out, and never after a newer one's.
+//! and converts the answer back. Edits are applied to a document's text (and its
+//! line index) at once; analysing it runs on a blocking thread, one analysis per
+//! document at a time. When an analysis ends and the text has changed meanwhile, its
+//! result is kept for queries but not published, and the newest text is analysed
+//! next: after a burst of edits only the last version's diagnostics go out, and never
+//! after a newer one's. An edit that changes one item alone gets its diagnostics
+//! from that item ([`Analysis::quick_diagnostics`]) before any full analysis, and the
+//! full analysis then waits for the edits to pause (see [`Inner::settle`]).
 //! Queries answer about the text the client has sent: when a check of an older text
 //! is running, they wait for the check of the current one (queries about other
 //! documents do not wait). A client that edits and then asks gets an answer about
@@ -246,6 +249,7 @@ impl Inner {
                 continue; // superseded: analyse the newest text, publish nothing stale
             }
             doc.running = false;
+            doc.wanted = false;
             let published = doc.quick.take();
             let known = published.is_some_and(|(v, d)| {
                 v == version && d == analysis.diagnostics() && test_diagnostics.is_none()
