@@ -203,10 +203,11 @@ impl Region {
         // its start to the next item's (its trailing comments, the next one's doc; a
         // span can end in the whitespace before the next item, so an edit right at an
         // item's start belongs to the one before).
+        // Items are in source order: a binary search, not a scan of every item after
+        // the edit (each one a pointer to follow).
         let first = items
-            .iter()
-            .rposition(|it| it.span.start < start)
-            .unwrap_or(0);
+            .partition_point(|it| it.span.start < start)
+            .saturating_sub(1);
         // A broken item that cannot recover inside unbalanced braces looks past the next
         // item for where to resume, so text after the edit can change it.
         if items[..first]
