@@ -20,9 +20,12 @@ use crate::span::{Span, TextEdit};
 
 /// Moves every span of `diagnostics` (of the old text) by `edit`; `None` when one of
 /// them touches the replaced text.
-pub fn moved(diagnostics: &[Diagnostic], edit: &TextEdit) -> Option<Vec<Diagnostic>> {
+pub fn moved<'a>(
+    diagnostics: impl IntoIterator<Item = &'a Diagnostic>,
+    edit: &TextEdit,
+) -> Option<Vec<Diagnostic>> {
     diagnostics
-        .iter()
+        .into_iter()
         .map(|d| {
             let mut d = d.clone();
             d.span = edit.forward(d.span)?;
@@ -178,12 +181,15 @@ pub fn one_item_edited(
     if !same || error(old_diagnostics) != error(&diagnostics) {
         return None;
     }
-    let mut others = checked.diagnostics.clone();
+    // The item's old body diagnostics, each matched to one of the check's.
+    let all_old = &checked.diagnostics;
+    let mut body = vec![false; all_old.len()];
     for d in old_diagnostics {
-        let at = others.iter().position(|o| o == d)?;
-        others.remove(at);
+        let at = (0..all_old.len()).find(|&i| !body[i] && all_old[i] == *d)?;
+        body[at] = true;
     }
-    let mut all = moved(&others, edit)?;
+    let others = all_old.iter().zip(&body).filter(|(_, b)| !**b);
+    let mut all = moved(others.map(|(d, _)| d), edit)?;
     all.append(&mut diagnostics);
     crate::check::sort(&mut all);
     Some(all)
