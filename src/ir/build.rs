@@ -113,6 +113,17 @@ struct BodyOut {
     refs: Vec<Reference>,
 }
 
+impl BodyOut {
+    /// The expression checker over `pack`'s declarations, writing here.
+    fn checker<'a>(&'a mut self, pack: &'a Pack) -> Checker<'a> {
+        Checker {
+            pack,
+            diags: &mut self.diags,
+            refs: &mut self.refs,
+        }
+    }
+}
+
 impl<'a> Builder<'a> {
     fn header(&mut self, file: &ast::File) {
         let Some(h) = &file.header else {
@@ -648,12 +659,7 @@ impl<'a> Builder<'a> {
             Role::Developer => (&mut seen.developer, "`prompt developer`"),
         };
         if self.singleton(slot, item.keyword, what) {
-            let t = Checker {
-                pack: &self.pack,
-                diags: &mut out.diags,
-                refs: &mut out.refs,
-            }
-            .template(&p.text);
+            let t = out.checker(&self.pack).template(&p.text);
             match p.role {
                 Role::System => self.pack.system = Some(t),
                 Role::Developer => self.pack.developer = Some(t),
@@ -861,14 +867,7 @@ fn tool(t: &ast::Tool, doc: Option<String>, diags: &mut Vec<Diagnostic>) -> Tool
 
 fn intent(pack: &Pack, item: &ast::Item, i: &ast::Intent, out: &mut BodyOut) -> IntentIr {
     let task = match &i.task {
-        Some(t) => Some(
-            Checker {
-                pack,
-                diags: &mut out.diags,
-                refs: &mut out.refs,
-            }
-            .template(t),
-        ),
+        Some(t) => Some(out.checker(pack).template(t)),
         None => {
             out.diags.push(
                 Diagnostic::new(
@@ -905,12 +904,7 @@ fn intent(pack: &Pack, item: &ast::Item, i: &ast::Intent, out: &mut BodyOut) -> 
 }
 
 fn policy(pack: &Pack, item: &ast::Item, p: &ast::Policy, out: &mut BodyOut) -> PolicyIr {
-    let when = Checker {
-        pack,
-        diags: &mut out.diags,
-        refs: &mut out.refs,
-    }
-    .condition(&p.when);
+    let when = out.checker(pack).condition(&p.when);
     let mut effects = Vec::with_capacity(p.effects.len());
     for e in &p.effects {
         effects.push(match &e.kind {
@@ -921,14 +915,7 @@ fn policy(pack: &Pack, item: &ast::Item, p: &ast::Policy, out: &mut BodyOut) -> 
             }
             EffectKind::Deny(n) => EffectIr::Deny(n.iter().map(name_ref).collect()),
             EffectKind::Redact(n) => EffectIr::Redact(n.iter().map(name_ref).collect()),
-            EffectKind::Instruct(s) => EffectIr::Instruct(
-                Checker {
-                    pack,
-                    diags: &mut out.diags,
-                    refs: &mut out.refs,
-                }
-                .template(s),
-            ),
+            EffectKind::Instruct(s) => EffectIr::Instruct(out.checker(pack).template(s)),
         });
     }
     if effects.is_empty() {
@@ -951,12 +938,7 @@ fn policy(pack: &Pack, item: &ast::Item, p: &ast::Policy, out: &mut BodyOut) -> 
 }
 
 fn block(pack: &Pack, item: &ast::Item, bl: &ast::Block, out: &mut BodyOut) -> BlockIr {
-    let text = Checker {
-        pack,
-        diags: &mut out.diags,
-        refs: &mut out.refs,
-    }
-    .template(&bl.text);
+    let text = out.checker(pack).template(&bl.text);
     BlockIr {
         name: bl.name.name.to_string(),
         name_span: bl.name.span,
