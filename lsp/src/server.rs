@@ -223,7 +223,7 @@ impl Inner {
                     doc.imports_epoch,
                 )
             };
-            let tests_file = uri.path().as_str().ends_with(".tests.yaml");
+            let tests_file = is_tests_file(&uri);
             let (analysis, test_diagnostics) = if tests_file {
                 let diagnostics = self.lint_tests(&uri, &text).await;
                 (Arc::new(Analysis::unchecked(text)), Some(diagnostics))
@@ -446,10 +446,7 @@ impl Inner {
             return true;
         }
         let current = doc.analyzed.is_some() && doc.resolved == doc.imports_epoch;
-        if !current
-            || doc.analyzed == Some(doc.version)
-            || uri.path().as_str().ends_with(".tests.yaml")
-        {
+        if !current || doc.analyzed == Some(doc.version) || is_tests_file(uri) {
             return false;
         }
         let Some(diagnostics) = guard(|| doc.analysis.quick_diagnostics(&doc.text)).flatten()
@@ -538,6 +535,11 @@ impl Inner {
         };
         let _ = self.client.register_capability(vec![registration]).await;
     }
+}
+
+/// A `*.tests.yaml` document: linted against its pack, not checked as a pack.
+fn is_tests_file(uri: &Uri) -> bool {
+    uri.path().as_str().ends_with(".tests.yaml")
 }
 
 /// Drops an analysis off the message loop.

@@ -1384,13 +1384,16 @@ fn test_files_are_checked_against_their_pack() {
 /// The policy analysis's warnings follow edits over stdio: an edit above a warning
 /// that leaves the policies as they were moves it (the analysis is reused), and an
 /// edit of a policy's priority takes it away (the analysis runs again).
+/// The fixture with a policy shadowed by a refusal (W0302).
+fn shadowed_by_refusal() -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    std::fs::read_to_string(root.join("tests/fixtures/err/7021_w0302_shadowed_by_refusal.ctxpack"))
+        .unwrap_or_default()
+}
+
 #[test]
 fn policy_analysis_warnings_follow_edits() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let text = std::fs::read_to_string(
-        root.join("tests/fixtures/err/7021_w0302_shadowed_by_refusal.ctxpack"),
-    )
-    .unwrap_or_default();
+    let text = shadowed_by_refusal();
     let mut c = Client::start(&[]);
     c.initialize(None);
     c.open(&text, 1);
@@ -1462,11 +1465,7 @@ fn publishes_until(c: &mut Client, until: i64) -> Vec<Value> {
 /// of the edited text checked from scratch.
 #[test]
 fn an_edit_inside_one_item_is_published_once_and_as_a_full_check_would() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let text = std::fs::read_to_string(
-        root.join("tests/fixtures/err/7021_w0302_shadowed_by_refusal.ctxpack"),
-    )
-    .unwrap_or_default();
+    let text = shadowed_by_refusal();
     let fresh = |text: &str| -> Value {
         let mut f = Client::start(&[]);
         f.initialize(None);

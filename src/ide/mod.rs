@@ -131,12 +131,12 @@ impl Analysis {
     /// description, a doc comment, a block's text, a policy's `instruct` text, an
     /// intent's task while the fixed text fits the budget counted in bytes (see
     /// [`crate::check::reuse::one_item_edited`]), or no item at all (comments,
-    /// blank lines). Then that item is all that is checked again, and the answer costs what the edit touches, not what the file
-    /// holds. Equal to the diagnostics of [`Analysis::edited`] of
-    /// `text` whenever it is `Some` (the property test in `tests/reparse.rs`). Of the
-    /// same text, this analysis's own diagnostics. Imports are taken as this analysis
-    /// resolved them: a caller whose registry or lockfile changed since asks
-    /// [`Analysis::edited`] instead.
+    /// blank lines). Then that item is all that is checked again, and the answer
+    /// costs what the edit touches, not what the file holds. Equal to the diagnostics
+    /// of [`Analysis::edited`] of `text` whenever it is `Some` (the property test in
+    /// `tests/reparse.rs`). Of the same text, this analysis's own diagnostics.
+    /// Imports are taken as this analysis resolved them: a caller whose registry or
+    /// lockfile changed since asks [`Analysis::edited`] instead.
     pub fn quick_diagnostics(&self, text: &str) -> Option<Vec<Diagnostic>> {
         let edit = crate::span::TextEdit::between(&self.text, text);
         if edit.start == edit.old_end && edit.start == edit.new_end {
