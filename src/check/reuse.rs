@@ -174,8 +174,7 @@ pub fn one_item_edited(
     edit: &TextEdit,
 ) -> Option<Vec<Diagnostic>> {
     let (old, old_diagnostics) = crate::ir::old_item(&checked.pack, k)?;
-    let (mut diagnostics, mut references) = (Vec::new(), Vec::new());
-    let new = crate::ir::item_alone(&checked.pack, item, &mut diagnostics, &mut references)?;
+    let (new, mut diagnostics) = crate::ir::item_alone(&checked.pack, item)?;
     let error = |d: &[Diagnostic]| d.iter().any(Diagnostic::is_error);
     let same = same_for_checks(&checked.pack, edit, old, &new);
     if !same || error(old_diagnostics) != error(&diagnostics) {

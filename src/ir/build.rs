@@ -971,29 +971,19 @@ pub(crate) enum ItemIr {
 
 /// The IR of `item` against `pack`'s declarations, as [`build`] makes it of a tool,
 /// (not `fallback`) intent, policy, redactor or block that is the first of its name
-/// in an application pack (the caller knows that much from an earlier build); `None`
-/// for the other items. Its diagnostics go to `diags`, its references to `refs`.
-pub(crate) fn item_alone(
-    pack: &Pack,
-    item: &ast::Item,
-    diags: &mut Vec<Diagnostic>,
-    refs: &mut Vec<Reference>,
-) -> Option<ItemIr> {
-    let mut out = BodyOut {
-        diags: std::mem::take(diags),
-        refs: std::mem::take(refs),
-    };
+/// in an application pack (the caller knows that much from an earlier build), with
+/// the body's diagnostics; `None` for the other items.
+pub(crate) fn item_alone(pack: &Pack, item: &ast::Item) -> Option<(ItemIr, Vec<Diagnostic>)> {
+    let mut out = BodyOut::default();
     let built = match &item.kind {
-        ItemKind::Tool(t) => Some(ItemIr::Tool(tool(t, item.doc.clone(), &mut out.diags))),
+        ItemKind::Tool(t) => ItemIr::Tool(tool(t, item.doc.clone(), &mut out.diags)),
         ItemKind::Intent(i) if i.fallback.is_none() && !pack.library => {
-            Some(ItemIr::Intent(intent(pack, item, i, &mut out)))
+            ItemIr::Intent(intent(pack, item, i, &mut out))
         }
-        ItemKind::Policy(p) => Some(ItemIr::Policy(policy(pack, item, p, &mut out))),
-        ItemKind::Redactor(r) => Some(ItemIr::Redactor(redactor(item, r))),
-        ItemKind::Block(bl) => Some(ItemIr::Block(block(pack, item, bl, &mut out))),
-        _ => None,
+        ItemKind::Policy(p) => ItemIr::Policy(policy(pack, item, p, &mut out)),
+        ItemKind::Redactor(r) => ItemIr::Redactor(redactor(item, r)),
+        ItemKind::Block(bl) => ItemIr::Block(block(pack, item, bl, &mut out)),
+        _ => return None,
     };
-    *diags = out.diags;
-    *refs = out.refs;
-    built
+    Some((built, out.diags))
 }
