@@ -69,7 +69,13 @@ impl Text<'_> {
 
 /// The byte offset of `character` in the line `text[start..end]` (without its line
 /// end), clamped to the line's end.
-fn column(text: &str, start: usize, end: usize, character: u32, encoding: Encoding) -> usize {
+pub(crate) fn column(
+    text: &str,
+    start: usize,
+    end: usize,
+    character: u32,
+    encoding: Encoding,
+) -> usize {
     match encoding {
         Encoding::Utf16 => utf16_column(text, start, end, character),
         Encoding::Utf8 => {

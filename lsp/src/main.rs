@@ -5,6 +5,7 @@
 //! `.ctxpack/registry`, as for `ctxpack check`); `--stdio` is accepted and ignored,
 //! since stdio is the only transport. `ctxpack lsp` starts this binary too.
 
+mod buffer;
 mod convert;
 mod features;
 mod guard;

@@ -22,13 +22,13 @@ use std::sync::{Arc, OnceLock, RwLock};
 
 use ctxpack::diagnostic::{Diagnostic, Severity};
 use ctxpack::ide::{Analysis, CompletionKind, OutlineKind, OutlineSymbol};
-use ctxpack::span::LineIndex;
 use serde_json::{json, Value};
 use tokio::sync::{Mutex, Notify};
 use tower_lsp_server::jsonrpc::{Error, Result};
 use tower_lsp_server::ls_types::{self as lsp, *};
 use tower_lsp_server::{Client, LanguageServer};
 
+use crate::buffer::Buffer;
 use crate::convert::{Encoding, Text};
 use crate::workspace::Workspace;
 
@@ -57,9 +57,8 @@ const SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// An open document.
 struct Doc {
-    /// The current text, its line index and its version.
-    text: String,
-    lines: LineIndex,
+    /// The current text and its version.
+    buffer: Buffer,
     version: i32,
     /// The latest finished analysis, and the version it is of.
     analysis: Arc<Analysis>,
@@ -216,7 +215,7 @@ impl Inner {
                 doc.stale = Arc::new(AtomicBool::new(false));
                 let previous = doc.analyzed.map(|_| Arc::clone(&doc.analysis));
                 (
-                    doc.text.clone(),
+                    doc.buffer.text(self.encoding()).text.to_owned(),
                     doc.version,
                     previous,
                     Arc::clone(&doc.stale),
@@ -280,8 +279,10 @@ impl Inner {
         });
         let open = match pack_path.as_ref().and_then(Uri::from_file_path) {
             Some(pack_uri) => {
-                let docs = self.documents.lock().await;
-                docs.get(&pack_uri).map(|d| d.text.clone())
+                let mut docs = self.documents.lock().await;
+                let encoding = self.encoding();
+                docs.get_mut(&pack_uri)
+                    .map(|d| d.buffer.text(encoding).text.to_owned())
             }
             None => None,
         };
@@ -449,14 +450,9 @@ impl Inner {
         if !current || doc.analyzed == Some(doc.version) || is_tests_file(uri) {
             return false;
         }
-        let Some(diagnostics) = guard(|| doc.analysis.quick_diagnostics(&doc.text)).flatten()
-        else {
+        let t = doc.buffer.text(self.encoding());
+        let Some(diagnostics) = guard(|| doc.analysis.quick_diagnostics(t.text)).flatten() else {
             return false;
-        };
-        let t = Text {
-            text: &doc.text,
-            lines: &doc.lines,
-            encoding: self.encoding(),
         };
         let published = self.diagnostics(uri, &t, &diagnostics);
         self.client
@@ -813,8 +809,7 @@ impl LanguageServer for Backend {
         let doc = params.text_document;
         let mut docs = self.inner.documents.lock().await;
         let entry = docs.entry(doc.uri.clone()).or_insert_with(|| Doc {
-            text: String::new(),
-            lines: LineIndex::new(""),
+            buffer: Buffer::new(String::new()),
             version: doc.version,
             analysis: Arc::new(Analysis::unchecked(String::new())),
             analyzed: None,
@@ -827,8 +822,7 @@ impl LanguageServer for Backend {
             imports_epoch: 0,
             resolved: 0,
         });
-        entry.lines = LineIndex::new(&doc.text);
-        entry.text = doc.text;
+        entry.buffer = Buffer::new(doc.text);
         entry.version = doc.version;
         entry.quick = None;
         self.inner.schedule(&doc.uri, entry);
@@ -840,29 +834,9 @@ impl LanguageServer for Backend {
         let Some(doc) = docs.get_mut(&uri) else {
             return;
         };
+        let encoding = self.inner.encoding();
         for change in params.content_changes {
-            match change.range {
-                None => {
-                    doc.lines = LineIndex::new(&change.text);
-                    doc.text = change.text;
-                }
-                Some(range) => {
-                    let t = Text {
-                        text: &doc.text,
-                        lines: &doc.lines,
-                        encoding: self.inner.encoding(),
-                    };
-                    let start = t.offset(range.start);
-                    let end = t.offset(range.end).max(start);
-                    doc.text.replace_range(start..end, &change.text);
-                    let edit = ctxpack::span::TextEdit {
-                        start,
-                        old_end: end,
-                        new_end: start + change.text.len(),
-                    };
-                    doc.lines.apply(&doc.text, &edit);
-                }
-            }
+            doc.buffer.change(change.range, change.text, encoding);
         }
         doc.version = params.text_document.version;
         self.inner.schedule(&uri, doc);
@@ -1174,14 +1148,14 @@ impl LanguageServer for Backend {
         params: WorkspaceSymbolParams,
     ) -> Result<Option<WorkspaceSymbolResponse>> {
         let folders = self.inner.workspace().folders;
+        let encoding = self.inner.encoding();
         let open: Vec<(Uri, String)> = {
-            let docs = self.inner.documents.lock().await;
-            docs.iter()
-                .map(|(u, d)| (u.clone(), d.text.clone()))
+            let mut docs = self.inner.documents.lock().await;
+            docs.iter_mut()
+                .map(|(u, d)| (u.clone(), d.buffer.text(encoding).text.to_owned()))
                 .collect()
         };
         let query = params.query;
-        let encoding = self.inner.encoding();
         let symbols = tokio::task::spawn_blocking(move || {
             crate::features::workspace_symbols(&folders, &open, &query, encoding)
         })
