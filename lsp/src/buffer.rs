@@ -7,6 +7,12 @@
 //! line (its window) and puts the line back into the text when the text is read
 //! ([`Buffer::text`]): a burst of typing on a line costs one move of the text.
 //! A change that spans lines, or types a line break, is applied to the text at once.
+//!
+//! The text is shared ([`Buffer::snapshot`]) with the work that reads it off the
+//! documents' lock: typing goes on meanwhile in the window, and the text is copied
+//! only if a change must be applied to it while it is shared.
+
+use std::sync::Arc;
 
 use ctxpack::span::{LineIndex, TextEdit};
 use tower_lsp_server::ls_types::Range;
@@ -15,7 +21,7 @@ use crate::convert::{column, Encoding, Text};
 
 pub struct Buffer {
     /// The text with every change applied but the window's, and its line index.
-    text: String,
+    text: Arc<String>,
     lines: LineIndex,
     window: Option<Window>,
 }
@@ -33,16 +39,22 @@ impl Buffer {
     pub fn new(text: String) -> Buffer {
         Buffer {
             lines: LineIndex::new(&text),
-            text,
+            text: Arc::new(text),
             window: None,
         }
+    }
+
+    /// The current text, shared.
+    pub fn snapshot(&mut self) -> Arc<String> {
+        self.close_window();
+        Arc::clone(&self.text)
     }
 
     /// The current text with its line index.
     pub fn text(&mut self, encoding: Encoding) -> Text<'_> {
         self.close_window();
         Text {
-            text: &self.text,
+            text: self.text.as_str(),
             lines: &self.lines,
             encoding,
         }
@@ -63,13 +75,7 @@ impl Buffer {
             let t = self.text(encoding);
             let start = t.offset(range.start);
             let end = t.offset(range.end).max(start);
-            self.text.replace_range(start..end, &new_text);
-            let edit = TextEdit {
-                start,
-                old_end: end,
-                new_end: start + new_text.len(),
-            };
-            self.lines.apply(&self.text, &edit);
+            self.replace(start, end, &new_text);
             return;
         }
         if self.window.as_ref().is_some_and(|w| w.line != line) {
@@ -107,14 +113,20 @@ impl Buffer {
     /// Puts the window's line back into the text.
     fn close_window(&mut self) {
         if let Some(w) = self.window.take() {
-            self.text.replace_range(w.start..w.end, &w.current);
-            let edit = TextEdit {
-                start: w.start,
-                old_end: w.end,
-                new_end: w.start + w.current.len(),
-            };
-            self.lines.apply(&self.text, &edit);
+            self.replace(w.start, w.end, &w.current);
         }
+    }
+
+    /// `text[start..end]` replaced by `new`, in the text and its line index.
+    fn replace(&mut self, start: usize, end: usize, new: &str) {
+        let text = Arc::make_mut(&mut self.text);
+        text.replace_range(start..end, new);
+        let edit = TextEdit {
+            start,
+            old_end: end,
+            new_end: start + new.len(),
+        };
+        self.lines.apply(text, &edit);
     }
 }
 
@@ -182,8 +194,14 @@ mod tests {
             let range = Range { start: at, end: at };
             buffer.change(Some(range), ch.to_owned(), Encoding::Utf16);
         }
-        assert_eq!(buffer.text, "ab\ncd\n", "not yet applied");
-        assert_eq!(buffer.text(Encoding::Utf16).text, "ab\ncxyd\n");
+        assert_eq!(*buffer.text, "ab\ncd\n", "not yet applied");
+        let shared = buffer.snapshot();
+        assert_eq!(*shared, "ab\ncxyd\n");
+        let at = position(0, 0);
+        let range = Range { start: at, end: at };
+        buffer.change(Some(range), "\n".to_owned(), Encoding::Utf16);
+        assert_eq!(*shared, "ab\ncxyd\n", "a shared text is not changed");
+        assert_eq!(buffer.text(Encoding::Utf16).text, "\nab\ncxyd\n");
         let whole = None;
         buffer.change(whole, "new".to_owned(), Encoding::Utf16);
         assert_eq!(buffer.text(Encoding::Utf16).text, "new");

@@ -189,7 +189,7 @@ impl Inner {
     fn schedule(self: &Arc<Self>, uri: &Uri, doc: &mut Doc) {
         doc.dirty = true;
         doc.stale.store(true, Ordering::Relaxed);
-        doc.wake.notify_waiters();
+        doc.wake.notify_one();
         if !doc.running {
             doc.running = true;
             let inner = Arc::clone(self);
@@ -371,7 +371,7 @@ impl Inner {
                 // An analysis settling after quick diagnostics goes ahead now.
                 if !doc.wanted {
                     doc.wanted = true;
-                    doc.wake.notify_waiters();
+                    doc.wake.notify_one();
                 }
             }
             notified.await;
@@ -411,55 +411,69 @@ impl Inner {
     /// waits for the edits to pause for [`SETTLE`], so that a burst of typing is
     /// not analysed in full keystroke by keystroke. A query that needs the analysis
     /// (see [`Inner::current`]) or an edit they do not cover ends the wait at once.
-    /// False when the document was closed.
+    /// The quick diagnostics are worked out off the documents' lock, so that changes
+    /// keep coming in meanwhile; those of a superseded text are dropped. False when
+    /// the document was closed.
     async fn settle(&self, uri: &Uri) -> bool {
+        // Quick diagnostics worked out for a version, or none where they cannot be.
+        let mut found: Option<(i32, Option<Vec<Diagnostic>>)> = None;
         loop {
-            let wake;
-            let woken;
-            {
+            let quick = {
                 let mut docs = self.documents.lock().await;
                 let Some(doc) = docs.get_mut(uri) else {
                     return false;
                 };
-                // Published even when a query waits: it waits for the full
-                // analysis, the diagnostics need not.
-                let quick = self.publish_quick(uri, doc).await;
-                if doc.wanted || !quick {
+                match found.take() {
+                    Some((version, None)) if version == doc.version => return true,
+                    Some((version, Some(diagnostics)))
+                        if version == doc.version && self.quick_covers(uri, doc) =>
+                    {
+                        // Published under the lock, like every publish, and only
+                        // for the newest version: versions go out in order.
+                        let t = doc.buffer.text(self.encoding());
+                        let published = self.diagnostics(uri, &t, &diagnostics);
+                        self.client
+                            .publish_diagnostics(uri.clone(), published, Some(version))
+                            .await;
+                        doc.quick = Some((version, diagnostics));
+                    }
+                    // Superseded: the newest text is next.
+                    _ => {}
+                }
+                if doc.quick.as_ref().is_some_and(|(v, _)| *v == doc.version) {
+                    // Published even when a query waits: it waits for the full
+                    // analysis, the diagnostics need not.
+                    if doc.wanted {
+                        return true;
+                    }
+                    Settle::Wait(Arc::clone(&doc.wake))
+                } else if self.quick_covers(uri, doc) {
+                    let text = doc.buffer.snapshot();
+                    Settle::Quick(doc.version, text, Arc::clone(&doc.analysis))
+                } else {
                     return true;
                 }
-                // Waited on from here, under the lock that changes and queries take
-                // to wake it: none can fall between the look and the wait.
-                wake = Arc::clone(&doc.wake);
-                woken = wake.notified();
-            }
-            tokio::select! {
-                _ = woken => continue,
-                _ = tokio::time::sleep(SETTLE) => return true,
+            };
+            match quick {
+                Settle::Quick(version, text, analysis) => {
+                    let diagnostics = guard(|| analysis.quick_diagnostics(&text)).flatten();
+                    found = Some((version, diagnostics));
+                }
+                // A change or a query wakes it; one from before the wait is kept
+                // by the `Notify` (as a permit), so none is lost.
+                Settle::Wait(wake) => tokio::select! {
+                    _ = wake.notified() => {}
+                    _ = tokio::time::sleep(SETTLE) => return true,
+                },
             }
         }
     }
 
-    /// Publishes quick diagnostics for the document's newest text unless they went
-    /// out already; whether there are some. Under the documents' lock, like every
-    /// publish, and only for the newest version, so versions go out in order.
-    async fn publish_quick(&self, uri: &Uri, doc: &mut Doc) -> bool {
-        if doc.quick.as_ref().is_some_and(|(v, _)| *v == doc.version) {
-            return true;
-        }
+    /// Whether quick diagnostics may stand for the document's newest text: there is
+    /// an analysis of an older text, with imports resolved as they are now.
+    fn quick_covers(&self, uri: &Uri, doc: &Doc) -> bool {
         let current = doc.analyzed.is_some() && doc.resolved == doc.imports_epoch;
-        if !current || doc.analyzed == Some(doc.version) || is_tests_file(uri) {
-            return false;
-        }
-        let t = doc.buffer.text(self.encoding());
-        let Some(diagnostics) = guard(|| doc.analysis.quick_diagnostics(t.text)).flatten() else {
-            return false;
-        };
-        let published = self.diagnostics(uri, &t, &diagnostics);
-        self.client
-            .publish_diagnostics(uri.clone(), published, Some(doc.version))
-            .await;
-        doc.quick = Some((doc.version, diagnostics));
-        true
+        current && doc.analyzed != Some(doc.version) && !is_tests_file(uri)
     }
 
     /// The one conversion of a core diagnostic to the protocol's: code, message with
@@ -531,6 +545,14 @@ impl Inner {
         };
         let _ = self.client.register_capability(vec![registration]).await;
     }
+}
+
+/// What a settling analysis does next (see [`Inner::settle`]).
+enum Settle {
+    /// Works out the quick diagnostics of this version's text, from this analysis.
+    Quick(i32, Arc<String>, Arc<Analysis>),
+    /// Waits for a change or a query.
+    Wait(Arc<Notify>),
 }
 
 /// A `*.tests.yaml` document: linted against its pack, not checked as a pack.

@@ -647,8 +647,11 @@ impl Rng {
     }
 }
 
+/// 300 random changes (within a line, across lines, past the end, whole-text) and
+/// queries: the server neither crashes nor loses track of the text, whose
+/// diagnostics at each checkpoint are those of the same text sent whole.
 #[test]
-fn random_edit_storm_never_crashes_the_server() {
+fn a_random_edit_storm_neither_crashes_the_server_nor_garbles_its_text() {
     const FRAGMENTS: &[&str] = &[
         "tool ",
         "{",
@@ -683,6 +686,12 @@ fn random_edit_storm_never_crashes_the_server() {
     c.diagnostics(1);
     let mut rng = Rng(0x5EED_C7C9_AC00_0001);
     let lines = CLEAN.lines().count() as u64;
+    // The text as the client sees it, each change applied to the whole of it, and
+    // a second server sent that text whole at each checkpoint.
+    let mut text = CLEAN.to_owned();
+    let mut whole = Client::start(&[]);
+    whole.initialize(None);
+    whole.open(CLEAN, 1);
     for version in 2..302 {
         let line = rng.below(lines + 5) as u32;
         let character = rng.below(60) as u32;
@@ -690,23 +699,28 @@ fn random_edit_storm_never_crashes_the_server() {
             "start": { "line": line, "character": character },
             "end": { "line": line + rng.below(3) as u32, "character": rng.below(80) as u32 },
         });
-        match rng.below(10) {
-            0 => c.change_all(CLEAN, version),
-            1..=2 => c.change_range(range, "", version),
-            3 => {
-                // Random characters, any plane.
-                let junk: String = (0..rng.below(12))
-                    .filter_map(|_| char::from_u32(rng.below(0x1_0000) as u32))
-                    .collect();
-                c.change_range(range, &junk, version);
+        let new_text = match rng.below(10) {
+            0 => {
+                c.change_all(CLEAN, version);
+                text = CLEAN.to_owned();
+                continue;
             }
-            _ => {
-                let fragment = FRAGMENTS[rng.below(FRAGMENTS.len() as u64) as usize];
-                c.change_range(range, fragment, version);
-            }
-        }
+            1..=2 => String::new(),
+            // Random characters, any plane.
+            3 => (0..rng.below(12))
+                .filter_map(|_| char::from_u32(rng.below(0x1_0000) as u32))
+                .collect(),
+            _ => FRAGMENTS[rng.below(FRAGMENTS.len() as u64) as usize].to_owned(),
+        };
+        c.change_range(range.clone(), &new_text, version);
+        text = applied(&text, &range, &new_text);
         if version % 25 == 0 {
-            c.diagnostics(version);
+            whole.change_all(&text, version);
+            assert_eq!(
+                c.diagnostics(version),
+                whole.diagnostics(version),
+                "version {version}: the server's text is the client's"
+            );
             let line = rng.below(lines + 3) as u32;
             let character = rng.below(100) as u32;
             for method in [
@@ -727,6 +741,22 @@ fn random_edit_storm_never_crashes_the_server() {
     c.diagnostics(301);
     let _ = c.at("textDocument/hover", 0, 0, json!({}));
     c.shutdown();
+    whole.shutdown();
+}
+
+/// `text` with a change of the protocol applied (positions in UTF-16 units, clamped
+/// to their line and to the text, an end before the start read as the start).
+fn applied(text: &str, range: &Value, new_text: &str) -> String {
+    let lines = ctxpack::span::LineIndex::new(text);
+    let offset = |p: &Value| {
+        let n = |k: &str| p[k].as_u64().unwrap_or(0) as u32;
+        lines.offset_of_utf16(text, n("line"), n("character"))
+    };
+    let start = offset(&range["start"]);
+    let end = offset(&range["end"]).max(start);
+    let mut out = text.to_owned();
+    out.replace_range(start..end, new_text);
+    out
 }
 
 // ---------------------------------------------------------------------------------
