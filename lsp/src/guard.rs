@@ -14,15 +14,18 @@
 //! bytes itself ([`framing`]), checks each body against the library's own message
 //! types ([`message`]), answers what fails on the output, and passes every message
 //! that passes to the server, body unchanged, under a canonical `Content-Length`
-//! header. The answers go through the same writer as the server's own messages, one
-//! whole frame at a time, so the two never interleave inside a frame.
+//! header; changes to one document that arrive together are passed on as one
+//! ([`coalesce`]). The answers go through the same writer as the server's own
+//! messages, one whole frame at a time, so the two never interleave inside a frame.
 
+mod coalesce;
 mod framing;
 mod message;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
 use tokio::sync::mpsc;
 
+use coalesce::Coalescer;
 use framing::{parse_header, Event, Framer, Header};
 
 /// How many answers may wait for the writer before the reader waits in turn.
@@ -58,25 +61,30 @@ async fn read_input<R: AsyncRead + Unpin>(
     answers: mpsc::Sender<Vec<u8>>,
 ) {
     let mut framer = Framer::default();
+    let mut changes = Coalescer::default();
     let mut chunk = vec![0u8; CHUNK];
     loop {
         while let Some(event) = framer.next() {
-            match event {
+            let passed = match event {
+                Event::Change(body, params) => match changes.push(body, params) {
+                    Some(before) => pass(&mut server, &before).await,
+                    None => true,
+                },
                 Event::Message(body) => {
-                    let header = format!("Content-Length: {}\r\n\r\n", body.len());
-                    if server.write_all(header.as_bytes()).await.is_err()
-                        || server.write_all(&body).await.is_err()
-                    {
-                        return;
-                    }
+                    flush(&mut server, &mut changes).await && pass(&mut server, &body).await
                 }
                 Event::Reject(rejection) => {
                     eprintln!("ctxpack-lsp: malformed message: {}", rejection.message);
-                    if answers.send(rejection.to_frame()).await.is_err() {
-                        return;
-                    }
+                    flush(&mut server, &mut changes).await
+                        && answers.send(rejection.to_frame()).await.is_ok()
                 }
+            };
+            if !passed {
+                return;
             }
+        }
+        if !flush(&mut server, &mut changes).await {
+            return;
         }
         match input.read(&mut chunk).await {
             Ok(n) if n > 0 => framer.push(&chunk[..n]),
@@ -88,6 +96,21 @@ async fn read_input<R: AsyncRead + Unpin>(
                 return;
             }
         }
+    }
+}
+
+/// Passes a message body on to the server, framed; false when the server stopped
+/// reading.
+async fn pass(server: &mut DuplexStream, body: &[u8]) -> bool {
+    let header = format!("Content-Length: {}\r\n\r\n", body.len());
+    server.write_all(header.as_bytes()).await.is_ok() && server.write_all(body).await.is_ok()
+}
+
+/// Passes the pending changes on, if any; false when the server stopped reading.
+async fn flush(server: &mut DuplexStream, changes: &mut Coalescer) -> bool {
+    match changes.flush() {
+        Some(body) => pass(server, &body).await,
+        None => true,
     }
 }
 

@@ -647,6 +647,112 @@ impl Rng {
     }
 }
 
+/// Changes that reach the server together, in one write, are taken together: to
+/// each document its own, in order, the last version published, and its
+/// diagnostics those of the text the client made.
+#[test]
+fn changes_sent_together_are_applied_in_order_to_their_own_documents() {
+    const OTHER: &str = "file:///tmp/ctxpack-e2e/other.ctxpack";
+    let mut c = Client::start(&[]);
+    c.initialize(None);
+    c.open(CLEAN, 1);
+    c.diagnostics(1);
+    c.notify(
+        "textDocument/didOpen",
+        json!({ "textDocument": { "uri": OTHER, "languageId": "ctxpack", "version": 1, "text": CLEAN } }),
+    );
+    c.wait_for("textDocument/publishDiagnostics", |p| p["uri"] == OTHER);
+    let (line, col, _) = position(CLEAN, "ctx.order.id", 0);
+    let at = |line: u32, character: u32| json!({ "line": line, "character": character });
+    // Typing in a template (`ctx.order.idd`, an unknown field), a line break, a
+    // change to the other document between them, then an unknown tool.
+    let mut changes: Vec<(&str, Value, &str)> = (0..4)
+        .map(|k| {
+            (
+                URI,
+                json!({ "start": at(line, col + 12 + k), "end": at(line, col + 12 + k) }),
+                "d",
+            )
+        })
+        .collect();
+    changes.push((
+        URI,
+        json!({ "start": at(line, col + 13), "end": at(line, col + 16) }),
+        "",
+    ));
+    changes.push((
+        OTHER,
+        json!({ "start": at(0, 0), "end": at(0, 0) }),
+        "// x\n",
+    ));
+    changes.push((URI, json!({ "start": at(1, 0), "end": at(1, 0) }), "\n\n"));
+    let (tl, tc, _) = position(CLEAN, "tools lookup_order", 0);
+    changes.push((
+        URI,
+        json!({ "start": at(tl + 2, tc + 6), "end": at(tl + 2, tc + 18) }),
+        "lookup_ordr",
+    ));
+    let mut text = CLEAN.to_owned();
+    let mut frames = Vec::new();
+    let mut versions = std::collections::HashMap::from([(URI, 1), (OTHER, 1)]);
+    for (uri, range, new_text) in changes {
+        let version = versions.entry(uri).or_default();
+        *version += 1;
+        if uri == URI {
+            text = applied(&text, &range, new_text);
+        }
+        let body = json!({
+            "jsonrpc": "2.0",
+            "method": "textDocument/didChange",
+            "params": {
+                "textDocument": { "uri": uri, "version": *version },
+                "contentChanges": [{ "range": range, "text": new_text }],
+            },
+        })
+        .to_string();
+        frames
+            .extend_from_slice(format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes());
+    }
+    c.send_raw(&frames);
+    // Publishes until each document's last version's, in the order they come.
+    let mut seen: Vec<(String, i64)> = Vec::new();
+    let mut published = Vec::new();
+    while !versions
+        .iter()
+        .all(|(uri, v)| seen.contains(&(uri.to_string(), *v)))
+    {
+        let p = c.wait_for("textDocument/publishDiagnostics", |_| true);
+        let (uri, version) = (
+            p["uri"].as_str().unwrap_or_default(),
+            p["version"].as_i64().unwrap_or(-1),
+        );
+        if uri == URI {
+            published = p["diagnostics"].as_array().cloned().unwrap_or_default();
+        }
+        seen.push((uri.to_owned(), version));
+    }
+    for uri in [URI, OTHER] {
+        let order: Vec<i64> = seen
+            .iter()
+            .filter(|(u, _)| u == uri)
+            .map(|(_, v)| *v)
+            .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{uri}: {order:?}");
+    }
+    c.shutdown();
+    let mut fresh = Client::start(&[]);
+    fresh.initialize(None);
+    fresh.open(&text, 1);
+    let expected = fresh.diagnostics(1);
+    fresh.shutdown();
+    assert_eq!(
+        codes(&published),
+        ["W0401", "E0102", "E0201"],
+        "{published:?}"
+    );
+    assert_eq!(published, expected);
+}
+
 /// 300 random changes (within a line, across lines, past the end, whole-text) and
 /// queries: the server neither crashes nor loses track of the text, whose
 /// diagnostics at each checkpoint are those of the same text sent whole.

@@ -27,7 +27,9 @@
 //! message instead of swallowing it, and lets a bogus huge length recover at the next
 //! real frame instead of swallowing the rest of the session.
 
-use super::message::{check, Rejection};
+use tower_lsp_server::ls_types::DidChangeTextDocumentParams;
+
+use super::message::{check, Checked, Rejection};
 
 /// The largest header block accepted.
 pub const MAX_HEADER: usize = 8 * 1024;
@@ -41,6 +43,8 @@ const CONTENT_LENGTH: &[u8] = b"content-length";
 pub enum Event {
     /// The body of a well-formed JSON-RPC message, to pass on.
     Message(Vec<u8>),
+    /// A `textDocument/didChange` notification: its body and what it says.
+    Change(Vec<u8>, DidChangeTextDocumentParams),
     /// A malformed frame, and what to answer it.
     Reject(Rejection),
 }
@@ -147,7 +151,8 @@ impl Framer {
                             continue;
                         }
                         return Some(match check(&body) {
-                            Ok(()) => Event::Message(body),
+                            Ok(Checked::Other) => Event::Message(body),
+                            Ok(Checked::Change(params)) => Event::Change(body, params),
                             Err(rejection) => Event::Reject(rejection),
                         });
                     }
@@ -351,7 +356,9 @@ mod tests {
         events(input)
             .into_iter()
             .map(|e| match e {
-                Event::Message(body) => Ok(String::from_utf8(body).unwrap()),
+                Event::Message(body) | Event::Change(body, _) => {
+                    Ok(String::from_utf8(body).unwrap())
+                }
                 Event::Reject(r) => Err(r.code),
             })
             .collect()

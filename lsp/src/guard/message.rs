@@ -9,6 +9,7 @@
 
 use serde_json::{json, Value};
 use tower_lsp_server::jsonrpc::{Request, Response};
+use tower_lsp_server::ls_types::DidChangeTextDocumentParams;
 
 /// The JSON-RPC error code for a body that is not JSON.
 pub const PARSE_ERROR: i64 = -32700;
@@ -55,15 +56,25 @@ impl Rejection {
     }
 }
 
-/// Whether `body` is a message the server can take; else what to answer.
-pub fn check(body: &[u8]) -> Result<(), Rejection> {
+/// A message the server can take.
+#[derive(Debug, PartialEq)]
+pub enum Checked {
+    /// A `textDocument/didChange` notification, with the parameters the server
+    /// reads from it (see [`super::coalesce`]).
+    Change(DidChangeTextDocumentParams),
+    /// Any other message.
+    Other,
+}
+
+/// Whether `body` is a message the server can take, and which; else what to answer.
+pub fn check(body: &[u8]) -> Result<Checked, Rejection> {
     let text = std::str::from_utf8(body)
         .map_err(|e| Rejection::parse_error(format_args!("the body is not UTF-8: {e}")))?;
     // Reading the whole value also checks the parts the typed reads below skip
     // (unknown fields), such as a lone surrogate in one of them.
     let value: Value = serde_json::from_str(text).map_err(Rejection::parse_error)?;
     if is_message(&value, text) {
-        Ok(())
+        Ok(change(value).map_or(Checked::Other, Checked::Change))
     } else {
         Err(Rejection::invalid_request(reply_id(&value)))
     }
@@ -91,6 +102,17 @@ fn is_message(value: &Value, text: &str) -> bool {
     }
 }
 
+/// The parameters of `message` if it is a `textDocument/didChange` notification whose
+/// parameters the server can read.
+fn change(mut message: Value) -> Option<DidChangeTextDocumentParams> {
+    let is_change = message.get("method").and_then(Value::as_str) == Some("textDocument/didChange")
+        && message.get("id").is_none();
+    match is_change {
+        true => serde_json::from_value(message["params"].take()).ok(),
+        false => None,
+    }
+}
+
 /// The id to answer a bad message with: its own, if the client could match it.
 fn reply_id(value: &Value) -> Value {
     match value.get("id") {
@@ -103,6 +125,25 @@ fn reply_id(value: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn changes_are_told_apart() {
+        let change = r#"{"jsonrpc":"2.0","method":"textDocument/didChange","params":{"textDocument":{"uri":"file:///a.ctxpack","version":3},"contentChanges":[{"text":"x"}]}}"#;
+        let Ok(Checked::Change(params)) = check(change.as_bytes()) else {
+            panic!("a change");
+        };
+        assert_eq!(params.text_document.version, 3);
+        assert_eq!(params.content_changes[0].text, "x");
+        // A change the server cannot read passes as any message, for the library
+        // to answer as it does; so does a request by that name.
+        for other in [
+            r#"{"jsonrpc":"2.0","method":"textDocument/didChange","params":{"textDocument":{"uri":"file:///a.ctxpack"}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"textDocument/didChange","params":{"textDocument":{"uri":"file:///a.ctxpack","version":3},"contentChanges":[]}}"#,
+            r#"{"jsonrpc":"2.0","method":"initialized","params":{}}"#,
+        ] {
+            assert_eq!(check(other.as_bytes()), Ok(Checked::Other), "{other}");
+        }
+    }
 
     fn code(body: &str) -> Option<i64> {
         check(body.as_bytes()).err().map(|r| r.code)
