@@ -415,18 +415,24 @@ impl Inner {
     /// keep coming in meanwhile; those of a superseded text are dropped. False when
     /// the document was closed.
     async fn settle(&self, uri: &Uri) -> bool {
-        // Quick diagnostics worked out for a version, or none where they cannot be.
-        let mut found: Option<(i32, Option<Vec<Diagnostic>>)> = None;
+        // Quick diagnostics worked out for a version and its text, or none where
+        // they cannot be.
+        let mut found: Option<(i32, Arc<String>, Option<Vec<Diagnostic>>)> = None;
         loop {
             let quick = {
                 let mut docs = self.documents.lock().await;
                 let Some(doc) = docs.get_mut(uri) else {
                     return false;
                 };
+                // Still the document's text: the same version, and the very text
+                // (a client that reopens a document may give a version again).
+                let current = |doc: &mut Doc, version: i32, text: &Arc<String>| {
+                    version == doc.version && Arc::ptr_eq(text, &doc.buffer.snapshot())
+                };
                 match found.take() {
-                    Some((version, None)) if version == doc.version => return true,
-                    Some((version, Some(diagnostics)))
-                        if version == doc.version && self.quick_covers(uri, doc) =>
+                    Some((version, text, None)) if current(doc, version, &text) => return true,
+                    Some((version, text, Some(diagnostics)))
+                        if current(doc, version, &text) && self.quick_covers(uri, doc) =>
                     {
                         // Published under the lock, like every publish, and only
                         // for the newest version: versions go out in order.
@@ -457,7 +463,7 @@ impl Inner {
             match quick {
                 Settle::Quick(version, text, analysis) => {
                     let diagnostics = guard(|| analysis.quick_diagnostics(&text)).flatten();
-                    found = Some((version, diagnostics));
+                    found = Some((version, text, diagnostics));
                 }
                 // A change or a query wakes it; one from before the wait is kept
                 // by the `Notify` (as a permit), so none is lost.
