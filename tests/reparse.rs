@@ -82,6 +82,25 @@ proptest! {
     }
 }
 
+/// A `"""` left open reads as `""` and leaves its third quote to the next item; a
+/// later edit that closes it changes the item before the one it is in, which the
+/// reparse takes up again (the case a random edit found).
+#[test]
+fn closing_an_open_triple_quote_reparses_the_item_it_opened_in() {
+    let old =
+        "pack \"a/b\" version \"1.0.0\"\n\nblock b in x \"\"\"\n  text\n\"\n\nblock c in x \"y\"\n";
+    let (file, diags) = ctxpack::syntax::parse(old);
+    let at = old.find("text").unwrap() + 4;
+    let mut new = old.to_owned();
+    new.insert_str(at, " \"\"\"");
+    let fresh = ctxpack::syntax::parse(&new);
+    assert_ne!(file, fresh.0, "the edit changes the parse");
+    if let Some((f, d)) = ctxpack::syntax::reparse(old, &file, &diags, &new) {
+        assert_eq!(f, fresh.0);
+        assert_eq!(d, fresh.1);
+    }
+}
+
 /// Most edits inside an item are reparsed, not refused.
 #[test]
 fn edits_inside_items_are_incremental() {

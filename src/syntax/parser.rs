@@ -205,9 +205,32 @@ impl Region {
         // item's start belongs to the one before).
         // Items are in source order: a binary search, not a scan of every item after
         // the edit (each one a pointer to follow).
-        let first = items
+        let mut first = items
             .partition_point(|it| it.span.start < start)
             .saturating_sub(1);
+        // An item cut short by the one after it, which starts right at its last
+        // character with no space between, may have been cut there by what its rule
+        // saw further on: a `"""` left open reads as `""` and leaves its third quote
+        // to the next item, until a later `"""` closes it. Such an item is parsed again
+        // with the one the edit is in (and the header, when it is the one, by a full
+        // parse). The text before the edit is the old text.
+        while items.get(first).is_some_and(|it| {
+            let before_end = match first {
+                0 => header.span.end,
+                k => items[k - 1].span.end,
+            };
+            let last = it
+                .span
+                .start
+                .checked_sub(1)
+                .and_then(|i| new.as_bytes().get(i));
+            before_end >= it.span.start && last.is_some_and(|b| !b.is_ascii_whitespace())
+        }) {
+            if first == 0 {
+                return None;
+            }
+            first -= 1;
+        }
         // A broken item that cannot recover inside unbalanced braces looks past the next
         // item for where to resume, so text after the edit can change it.
         if items[..first]
