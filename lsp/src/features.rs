@@ -195,11 +195,11 @@ const MAX_FILES: usize = 2_000;
 /// from disk) whose name contains `query` (case-insensitive).
 pub fn workspace_symbols(
     folders: &[PathBuf],
-    open: &[(Uri, String)],
+    open: Vec<(Uri, String)>,
     query: &str,
     encoding: Encoding,
 ) -> Vec<SymbolInformation> {
-    let mut files: Vec<(Uri, String)> = open.to_vec();
+    let mut files = open;
     let mut on_disk = Vec::new();
     for folder in folders {
         collect(folder, &mut on_disk);

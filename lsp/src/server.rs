@@ -215,13 +215,15 @@ impl Inner {
                 doc.stale = Arc::new(AtomicBool::new(false));
                 let previous = doc.analyzed.map(|_| Arc::clone(&doc.analysis));
                 (
-                    doc.buffer.text(self.encoding()).text.to_owned(),
+                    doc.buffer.snapshot(),
                     doc.version,
                     previous,
                     Arc::clone(&doc.stale),
                     doc.imports_epoch,
                 )
             };
+            // Copied off the lock that every change takes.
+            let text = Arc::unwrap_or_clone(text);
             let tests_file = is_tests_file(&uri);
             let (analysis, test_diagnostics) = if tests_file {
                 let diagnostics = self.lint_tests(&uri, &text).await;
@@ -280,12 +282,12 @@ impl Inner {
         let open = match pack_path.as_ref().and_then(Uri::from_file_path) {
             Some(pack_uri) => {
                 let mut docs = self.documents.lock().await;
-                let encoding = self.encoding();
-                docs.get_mut(&pack_uri)
-                    .map(|d| d.buffer.text(encoding).text.to_owned())
+                docs.get_mut(&pack_uri).map(|d| d.buffer.snapshot())
             }
             None => None,
-        };
+        }
+        // Copied off the lock that every change takes.
+        .map(Arc::unwrap_or_clone);
         let workspace = self.workspace();
         let yaml = text.to_owned();
         let found = tokio::task::spawn_blocking(move || {
@@ -1177,15 +1179,20 @@ impl LanguageServer for Backend {
     ) -> Result<Option<WorkspaceSymbolResponse>> {
         let folders = self.inner.workspace().folders;
         let encoding = self.inner.encoding();
-        let open: Vec<(Uri, String)> = {
+        let open: Vec<(Uri, Arc<String>)> = {
             let mut docs = self.inner.documents.lock().await;
             docs.iter_mut()
-                .map(|(u, d)| (u.clone(), d.buffer.text(encoding).text.to_owned()))
+                .map(|(u, d)| (u.clone(), d.buffer.snapshot()))
                 .collect()
         };
+        // Copied off the lock that every change takes.
+        let open: Vec<(Uri, String)> = open
+            .into_iter()
+            .map(|(u, t)| (u, Arc::unwrap_or_clone(t)))
+            .collect();
         let query = params.query;
         let symbols = tokio::task::spawn_blocking(move || {
-            crate::features::workspace_symbols(&folders, &open, &query, encoding)
+            crate::features::workspace_symbols(&folders, open, &query, encoding)
         })
         .await
         .unwrap_or_default();
