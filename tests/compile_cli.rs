@@ -274,6 +274,111 @@ fn compile_refuses_to_print_a_provider_body_for_a_refused_request() {
     // The raw envelope is still a control for the host.
     let o = f.compile(&["--request", "minor.json", "--target", "raw"]);
     assert_eq!(o.status.code(), Some(0));
+    // `--explain` with a provider target prints the summary (which says why) and
+    // still exits 5 with the refusal: a refusal never passes for a body.
+    for target in ["openai", "anthropic"] {
+        let o = f.compile(&["--request", "minor.json", "--target", target, "--explain"]);
+        assert_eq!(o.status.code(), Some(5), "{target}");
+        assert_eq!(json_error(&o)["kind"], "refused");
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("minors"), "{out}");
+    }
+    let o = f.compile(&["--request", "minor.json", "--explain"]);
+    assert_eq!(o.status.code(), Some(0));
+}
+
+#[test]
+fn compile_exit_4_on_arrays_where_objects_belong() {
+    // serde fills a struct from an array member by member; an input of that shape is
+    // the wrong shape all the same.
+    let f = Fixture::new();
+    let run: Value = serde_json::from_slice(&std::fs::read(f.path("run.json")).unwrap()).unwrap();
+    let request: Value =
+        serde_json::from_slice(&std::fs::read(f.path("request.json")).unwrap()).unwrap();
+    let as_array = |v: &Value| Value::Array(v.as_object().unwrap().values().cloned().collect());
+    write_json(f.dir.path(), "run_array.json", &as_array(&run));
+    write_json(f.dir.path(), "request_array.json", &as_array(&request));
+    let mut history = request.clone();
+    history["history"] = json!([["user", "hello"]]);
+    write_json(f.dir.path(), "history_array.json", &history);
+    let mut user = run.clone();
+    user["user"] = json!(["u-1", ["admin"]]);
+    write_json(f.dir.path(), "user_array.json", &user);
+    write_json(
+        f.dir.path(),
+        "evidence_array.json",
+        &json!([["kb-1", "kb://x", "text", 0.5, 1]]),
+    );
+    write_json(
+        f.dir.path(),
+        "memory_array.json",
+        &json!([["m-1", "text", true, 0.5]]),
+    );
+    for (args, at) in [
+        (vec!["--run", "run_array.json"], "run: "),
+        (vec!["--request", "request_array.json"], "request: "),
+        (
+            vec!["--request", "history_array.json"],
+            "request.history[0]: ",
+        ),
+        (vec!["--run", "user_array.json"], "run.user: "),
+        (vec!["--evidence", "evidence_array.json"], "evidence[0]: "),
+        (vec!["--memory", "memory_array.json"], "memory[0]: "),
+    ] {
+        let o = f.compile(&args);
+        assert_eq!(o.status.code(), Some(4), "{args:?}");
+        let e = json_error(&o);
+        assert_eq!(e["kind"], "invalid_input", "{args:?}");
+        let message = e["message"].as_str().unwrap();
+        assert!(message.starts_with(at), "{args:?}: {message}");
+        assert!(
+            message.contains("invalid type: sequence, expected struct"),
+            "{message}"
+        );
+    }
+}
+
+/// A failed write of the result (a full disk) is exit 3 with a message, never a panic.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_result_that_cannot_be_written_is_exit_3() {
+    let f = Fixture::new();
+    let run = |args: &[&str]| {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("ctxpack"))
+            .current_dir(f.dir.path())
+            .env_remove("CTXPACK_REGISTRY")
+            .args(args)
+            .stdout(full)
+            .output()
+            .unwrap()
+    };
+    let shop = repo("tests/conformance/packs/shop.ctxpack");
+    for args in [
+        vec![
+            "compile",
+            "--pack",
+            "pack.json",
+            "--run",
+            "run.json",
+            "--request",
+            "request.json",
+        ],
+        vec!["check", "--format", "json", shop.to_str().unwrap()],
+        vec!["explain", "E0001"],
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(3), "{args:?}");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            stderr.contains("cannot write to standard output"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
 }
 
 #[test]

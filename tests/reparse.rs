@@ -101,6 +101,35 @@ fn closing_an_open_triple_quote_reparses_the_item_it_opened_in() {
     }
 }
 
+/// Nesting past the limit within the reparsed items is reported on the item that holds
+/// it, and the items around it are parsed as a whole parse would (pest never sees it).
+#[test]
+fn an_edit_that_nests_too_deep_reparses_like_a_whole_parse() {
+    let old = "pack \"a/b\" version \"1.0.0\"\n\npolicy p {\n  when true\n  refuse \"x\"\n}\n\npolicy q {\n  when true\n  refuse \"y\"\n}\n";
+    let (file, diags) = ctxpack::syntax::parse(old);
+    let at = old.find("when true").unwrap() + 5;
+    for depth in [65, 5000] {
+        let mut new = old.to_owned();
+        new.replace_range(
+            at..at + 4,
+            &format!("{}true{}", "(".repeat(depth), ")".repeat(depth)),
+        );
+        let fresh = ctxpack::syntax::parse(&new);
+        assert_eq!(
+            fresh.1.iter().map(|d| d.code).collect::<Vec<_>>(),
+            ["E0001"],
+            "{:?}",
+            fresh.1
+        );
+        assert!(fresh.0.header.is_some());
+        assert_eq!(fresh.0.items.len(), 2, "both policies are still items");
+        if let Some((f, d)) = ctxpack::syntax::reparse(old, &file, &diags, &new) {
+            assert_eq!(f, fresh.0);
+            assert_eq!(d, fresh.1);
+        }
+    }
+}
+
 /// Most edits inside an item are reparsed, not refused.
 #[test]
 fn edits_inside_items_are_incremental() {

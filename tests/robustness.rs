@@ -176,3 +176,61 @@ fn pathological_inputs() {
     );
     let _ = check_source(&deep);
 }
+
+/// One mistake is reported once: an item nested too deep, a number out of range or a
+/// trailing comment does not bring diagnostics of its own about the rest.
+#[test]
+fn a_mistake_does_not_cascade() {
+    let deep = format!(
+        "pack \"a/b\" version \"1.0.0\"\npolicy p {{ when {}true{} refuse \"x\" }}\npolicy q {{ when true }}\n",
+        "(".repeat(2000),
+        ")".repeat(2000)
+    );
+    let codes = |text: &str| -> Vec<&'static str> {
+        check_source(text)
+            .diagnostics
+            .iter()
+            .map(|d| d.code)
+            .collect()
+    };
+    // The header is there (no E0103 for it) and the next policy is still checked.
+    let got = codes(&deep);
+    assert!(got.contains(&"E0001") && got.contains(&"E0301"), "{got:?}");
+    let checked = check_source(&deep);
+    assert!(
+        checked
+            .diagnostics
+            .iter()
+            .all(|d| !d.message.contains("pack header")),
+        "{:?}",
+        checked.diagnostics
+    );
+    // The whole condition (W0202's span) ends with its last operand, before any
+    // trailing whitespace or comment.
+    let text = "pack \"a/b\" version \"1.0.0\"\npolicy p {\n  when true or false   // never\n  instruct \"x\"\n}\n";
+    let checked = check_source(text);
+    let w = checked
+        .diagnostics
+        .iter()
+        .find(|d| d.code == "W0202")
+        .expect("W0202");
+    assert_eq!(&text[w.span.start..w.span.end], "true or false");
+    for condition in [
+        "not false",
+        "true and false",
+        "ctx.a == 1 or true",
+        "(true)",
+    ] {
+        let text = format!("pack \"a/b\" version \"1.0.0\"\npolicy p {{\n  when {condition}\n\n  instruct \"x\"\n}}\n");
+        let (file, _) = ctxpack::syntax::parse(&text);
+        let when = file
+            .items
+            .iter()
+            .find_map(|it| match &it.kind {
+                ctxpack::syntax::ast::ItemKind::Policy(p) => Some(p.when.span),
+                _ => None,
+            })
+            .expect("a policy");
+        assert_eq!(&text[when.start..when.end], condition);
+    }
+}

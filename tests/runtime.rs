@@ -376,6 +376,27 @@ fn blocks_ids_sources_and_order() {
     assert_eq!(&*session[1].text, "assistant: Hello! How can I help?");
 }
 
+#[test]
+fn equal_scores_sort_by_id_even_when_one_is_negative_zero() {
+    // -0.0 == 0.0: the same score, so ids break the tie (`total_cmp` alone puts -0.0
+    // after 0.0).
+    let cc = compile_with(pack(), |_, _, e, _| {
+        *e = json!([
+            {"id": "b", "source": "kb://x", "content": "Second.", "score": 0.0},
+            {"id": "a", "source": "kb://x", "content": "First.", "score": -0.0}
+        ]);
+    })
+    .unwrap();
+    let evidence: Vec<&str> = cc
+        .compiled_prompt
+        .context_blocks
+        .iter()
+        .filter(|b| &*b.bucket == "evidence")
+        .map(|b| &*b.id)
+        .collect();
+    assert_eq!(evidence, ["a", "b"]);
+}
+
 // ── Input validation (exit 4) ───────────────────────────────────────────────
 
 #[test]

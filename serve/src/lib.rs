@@ -296,12 +296,14 @@ struct CompileRequest {
 #[serde(deny_unknown_fields)]
 struct FastBody {
     pack: String,
+    #[serde(deserialize_with = "ctxpack::runtime::object")]
     run: ctxpack::runtime::RunContext,
+    #[serde(deserialize_with = "ctxpack::runtime::object")]
     request: ctxpack::runtime::InvokeRequest,
-    #[serde(default)]
-    evidence: Option<Vec<ctxpack::runtime::Evidence>>,
-    #[serde(default)]
-    memory: Option<Vec<ctxpack::runtime::MemoryItem>>,
+    #[serde(default, deserialize_with = "ctxpack::runtime::objects")]
+    evidence: Vec<ctxpack::runtime::Evidence>,
+    #[serde(default, deserialize_with = "ctxpack::runtime::objects")]
+    memory: Vec<ctxpack::runtime::MemoryItem>,
     #[serde(default)]
     target: Option<String>,
     #[serde(default)]
@@ -322,7 +324,7 @@ enum Inputs {
 }
 
 fn fast_path(bytes: &Bytes) -> Option<CompileRequest> {
-    let body: FastBody = ctxpack::runtime::from_json_bytes(bytes)?;
+    let body = ctxpack::runtime::from_json_bytes::<ctxpack::runtime::Object<FastBody>>(bytes)?.0;
     let target = match body.target.as_deref() {
         None | Some("raw") => Target::Raw,
         Some("openai") => Target::Openai,
@@ -334,8 +336,8 @@ fn fast_path(bytes: &Bytes) -> Option<CompileRequest> {
         inputs: Inputs::Decoded(Box::new(CompileInputs {
             run: body.run,
             request: body.request,
-            evidence: body.evidence.unwrap_or_default(),
-            memory: body.memory.unwrap_or_default(),
+            evidence: body.evidence,
+            memory: body.memory,
         })),
         target,
         model: body.model,

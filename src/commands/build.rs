@@ -130,7 +130,7 @@ fn execute(args: &BuildArgs, pack: &Path) -> Result<(), Failure> {
         std::fs::create_dir_all(parent).map_err(|e| unwritable("create", parent, e))?;
     }
     std::fs::write(&output, bytes).map_err(|e| unwritable("write", &output, e))?;
-    println!(
+    outln!(
         "built {}@{} {} -> {}",
         artifact.name,
         artifact.version,

@@ -87,9 +87,9 @@ pub fn run(args: &CheckArgs) -> i32 {
                 );
             }
         }
-        Format::Json => println!("{}", pretty(&diagnostic::to_json(&reports))),
-        Format::Sarif => println!("{}", pretty(&diagnostic::to_sarif(&reports))),
-        Format::Github => print!("{}", diagnostic::to_github(&reports)),
+        Format::Json => outln!("{}", pretty(&diagnostic::to_json(&reports))),
+        Format::Sarif => outln!("{}", pretty(&diagnostic::to_sarif(&reports))),
+        Format::Github => out!("{}", diagnostic::to_github(&reports)),
     }
     if reports.is_empty() || errors > 0 || (args.deny_warnings && warnings > 0) {
         exit::FAILED

@@ -115,10 +115,16 @@ impl From<Refused> for CliError {
 
 /// Runs `compile`, printing the result on stdout; returns the exit code.
 pub fn run(args: &CompileArgs) -> i32 {
-    match execute(args) {
-        Ok(out) => {
-            anstream::print!("{out}");
-            0
+    match outcome(args) {
+        Ok((out, refused)) => {
+            styled_out!("{out}");
+            match refused {
+                None => 0,
+                Some(e) => {
+                    e.report(args.json_errors);
+                    e.exit_code
+                }
+            }
         }
         Err(e) => {
             e.report(args.json_errors);
@@ -129,6 +135,13 @@ pub fn run(args: &CompileArgs) -> i32 {
 
 /// Does the work of `compile` and returns what to print.
 pub fn execute(args: &CompileArgs) -> Result<String, CliError> {
+    outcome(args).map(|(out, _)| out)
+}
+
+/// What to print, and with `--explain` and a provider target, the refusal that still
+/// makes the exit code 5 when the pack refused (the summary says why; there is no
+/// body, as without `--explain`).
+fn outcome(args: &CompileArgs) -> Result<(String, Option<CliError>), CliError> {
     let stdin_inputs = [
         Some(Path::new(&args.pack)),
         Some(args.run.as_path()),
@@ -164,10 +177,16 @@ pub fn execute(args: &CompileArgs) -> Result<String, CliError> {
         if args.show_prompt {
             out.push_str(&show_prompt(&compiled));
         }
-        return Ok(out);
+        let controls = &compiled.runtime_controls;
+        let refused = (args.target != Target::Raw && controls.must_refuse).then(|| {
+            CliError::from(Refused {
+                reason: controls.refusal_reason.clone().unwrap_or_default(),
+            })
+        });
+        return Ok((out, refused));
     }
     if args.target == Target::Raw && args.pretty {
-        return Ok(pretty(&compiled.to_value()));
+        return Ok((pretty(&compiled.to_value()), None));
     }
     render_output(
         &compiled,
@@ -175,6 +194,7 @@ pub fn execute(args: &CompileArgs) -> Result<String, CliError> {
         args.model.as_deref(),
         args.max_tokens,
     )
+    .map(|out| (out, None))
 }
 
 /// What `compile` prints for `target`: the canonical envelope, or a provider body

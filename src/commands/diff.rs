@@ -92,8 +92,8 @@ pub fn run_with(args: &DiffArgs, load: Loader<'_>) -> i32 {
     };
     let d = diff(&a, &b);
     match args.format {
-        Format::Human => print!("{}", render::to_human(&d)),
-        Format::Json => print!("{}", render::to_json(&d)),
+        Format::Human => out!("{}", render::to_human(&d)),
+        Format::Json => out!("{}", render::to_json(&d)),
     }
     let fail = match args.fail_on {
         Some(FailOn::Weakened) => d.weakens(),

@@ -54,7 +54,7 @@ pub fn run(code: Option<&str>) -> i32 {
     match code {
         None => {
             for info in codes::CODES {
-                println!(
+                outln!(
                     "{}  {:<7}  {}",
                     info.code,
                     info.severity.as_str(),
@@ -65,7 +65,7 @@ pub fn run(code: Option<&str>) -> i32 {
         }
         Some(code) => match codes::lookup(code) {
             Some(info) => {
-                print!("{}", info.page());
+                out!("{}", info.page());
                 exit::OK
             }
             None => {
@@ -114,11 +114,11 @@ fn tools(path: &std::path::Path, args: &ExplainArgs) -> i32 {
         return exit::FAILED;
     };
     match args.format {
-        Format::Json => println!(
+        Format::Json => outln!(
             "{}",
             serde_json::to_string_pretty(&table.to_json()).unwrap_or_default()
         ),
-        Format::Human => print!("{}", to_human(&table)),
+        Format::Human => out!("{}", to_human(&table)),
     }
     exit::OK
 }

@@ -73,9 +73,9 @@ pub fn run(args: &FmtArgs) -> i32 {
         }
         if args.check {
             if args.diff {
-                print!("{}", unified_diff(&shown, &source, &formatted));
+                out!("{}", unified_diff(&shown, &source, &formatted));
             } else {
-                println!("{shown}");
+                outln!("{shown}");
             }
             unformatted.push(shown);
         } else if let Err(e) = std::fs::write(file, formatted) {
@@ -134,7 +134,7 @@ fn stdin(check: bool, failures: &mut Failures) {
     match format(text) {
         Ok(out) if check => {
             if out != source {
-                println!("-");
+                outln!("-");
                 if failures.json() {
                     failures.push(
                         CliError::new(

@@ -157,7 +157,7 @@ pub fn run(args: &InitArgs) -> i32 {
     let files = starter(&name);
     match write_all(&args.dir, &files) {
         Ok(()) => {
-            print!("{}", summary(&args.dir, &name, &files));
+            out!("{}", summary(&args.dir, &name, &files));
             exit::OK
         }
         Err(error) => {

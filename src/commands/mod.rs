@@ -1,6 +1,32 @@
 //! The CLI's subcommands, as library functions returning an exit code. `main.rs`
 //! only parses arguments and dispatches here.
 
+/// `print!` that never panics: a failed write to standard output (a full disk, a
+/// closed descriptor) ends the process with exit 3 and a message on standard error.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::commands::emit(::std::format_args!($($arg)*))
+    };
+}
+
+/// `println!` that never panics; see [`out!`].
+macro_rules! outln {
+    () => {
+        $crate::commands::emit(::std::format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::commands::emit(::std::format_args!("{}\n", ::std::format_args!($($arg)*)))
+    };
+}
+
+/// `anstream::print!` (styles stripped where the terminal does not take them) that
+/// never panics; see [`out!`].
+macro_rules! styled_out {
+    ($($arg:tt)*) => {
+        $crate::commands::emit_styled(::std::format_args!($($arg)*))
+    };
+}
+
 pub mod build;
 pub mod check;
 pub mod compile;
@@ -30,6 +56,31 @@ pub mod exit {
     pub const UNREADABLE: i32 = 3;
     pub const INVALID: i32 = 4;
     pub const REFUSED: i32 = 5;
+}
+
+/// Writes to standard output, or ends the process with exit 3 when it cannot: the
+/// output is the command's result, and a result that could not be written must not
+/// pass for a success (nor panic).
+pub fn emit(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
+        cannot_write(&e);
+    }
+}
+
+/// [`emit`] through `anstream`, which strips styles where they are not wanted.
+pub fn emit_styled(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = anstream::stdout().lock();
+    if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
+        cannot_write(&e);
+    }
+}
+
+fn cannot_write(e: &std::io::Error) -> ! {
+    eprintln!("error: cannot write to standard output: {e}");
+    std::process::exit(exit::UNREADABLE);
 }
 
 /// Should output to stderr be colored? Only on a terminal, and never with `NO_COLOR`.

@@ -73,7 +73,7 @@ fn report(
         .unwrap_or_default();
     match p.outcome {
         PublishOutcome::Published => {
-            println!(
+            outln!(
                 "published {} ({}) to {}{digest}",
                 p.pack,
                 p.hash,
@@ -81,9 +81,10 @@ fn report(
             )
         }
         PublishOutcome::AlreadyPublished => {
-            println!(
+            outln!(
                 "{} is already published with the same hash ({})",
-                p.pack, p.hash
+                p.pack,
+                p.hash
             )
         }
     }
@@ -95,7 +96,7 @@ fn report(
         registry
             .store_signature(&p.pack, &signature)
             .map_err(|e| registry_error(&e))?;
-        println!(
+        outln!(
             "signed {} -> {}",
             p.pack,
             registry.signature_location(&PinnedRef::Version(p.pack.clone()))

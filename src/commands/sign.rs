@@ -102,7 +102,7 @@ fn keygen_inner(args: &KeygenArgs) -> Result<(), CliError> {
     write(&args.output, &sk)?;
     write(&public, &pk)?;
     let key_line = pk.lines().last().unwrap_or_default();
-    println!(
+    outln!(
         "wrote {} and {}\npublic key: {key_line}\nadd it to ctxpack.trust.toml:\n  [scopes.<scope>]\n  keys = [\"{key_line}\"]",
         args.output.display(),
         public.display()
@@ -156,7 +156,7 @@ fn sign_inner(args: &SignArgs) -> Result<(), CliError> {
                 format!("cannot write `{}`: {e}", out.display()),
             )
         })?;
-        println!("signed {} -> {}", path.display(), out.display());
+        outln!("signed {} -> {}", path.display(), out.display());
         return Ok(());
     }
     let reference =
@@ -172,7 +172,7 @@ fn sign_inner(args: &SignArgs) -> Result<(), CliError> {
     registry
         .store_signature_pinned(&reference, &signature)
         .map_err(|e| super::publish::registry_error(&e))?;
-    println!(
+    outln!(
         "signed {reference} -> {}",
         registry.signature_location(&reference)
     );

@@ -97,7 +97,7 @@ pub fn run_with_loader(
     load_source: &dyn Fn(&Path) -> Result<Artifact, String>,
 ) -> i32 {
     let report = execute(args, load_source);
-    anstream::print!("{}", report.stdout);
+    styled_out!("{}", report.stdout);
     anstream::eprint!("{}", report.stderr);
     report.exit_code
 }

@@ -105,7 +105,7 @@ pub fn run(args: &VerifyArgs) -> i32 {
             })
             .and_then(|a| check_signature(args, path, &a, &bytes).map(|()| a))
         {
-            Ok(a) => println!(
+            Ok(a) => outln!(
                 "ok {} {}@{} {}",
                 path.display(),
                 a.name,

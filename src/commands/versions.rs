@@ -50,12 +50,12 @@ pub fn run(args: &VersionsArgs) -> i32 {
             for (version, hash) in &versions {
                 table.add_row([version.to_string(), hash.clone()]);
             }
-            println!("{}", table.trim_fmt());
+            outln!("{}", table.trim_fmt());
         }
         Format::Json => {
             let index = Index::new(args.name.clone(), versions);
             match serde_json::to_string_pretty(&index) {
-                Ok(json) => println!("{json}"),
+                Ok(json) => outln!("{json}"),
                 Err(e) => {
                     let e = CliError::new("invalid_index", exit::INVALID, e.to_string());
                     e.report(args.json_errors);

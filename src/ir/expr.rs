@@ -173,7 +173,7 @@ impl Checker<'_> {
                 }
                 typed(Ty::Bool, json!({ "!==": [{ "var": p }, null] }))
             }
-            ExprKind::Json(None) => typed(Ty::Error, Value::Null),
+            ExprKind::Json(None) | ExprKind::Invalid => typed(Ty::Error, Value::Null),
             ExprKind::Json(Some(v)) => {
                 self.json(v, e.span);
                 typed(Ty::Any, v.clone())
@@ -587,7 +587,7 @@ fn is_constant(e: &Expr) -> bool {
     match &e.kind {
         ExprKind::Path(_) | ExprKind::Exists(..) => false,
         ExprKind::Json(Some(v)) => !mentions_var(v),
-        ExprKind::Json(None) => false,
+        ExprKind::Json(None) | ExprKind::Invalid => false,
         ExprKind::Str(_)
         | ExprKind::Int(_)
         | ExprKind::Float(_)

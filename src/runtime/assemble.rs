@@ -683,11 +683,21 @@ fn sort_blocks(candidates: &[Candidate<'_>], blocks: &mut [usize]) {
         _ => b
             .priority
             .cmp(&a.priority)
-            .then(b.score.total_cmp(&a.score))
+            // -0.0 and 0.0 are the same score (`total_cmp` alone orders them).
+            .then(same_zero(b.score).total_cmp(&same_zero(a.score)))
             .then_with(|| candidates[a.index].id.cmp(&candidates[b.index].id)),
     });
     for (slot, key) in blocks.iter_mut().zip(keys) {
         *slot = key.index;
+    }
+}
+
+/// `score` with -0.0 as 0.0, for ordering (scores are finite: NaN is refused).
+fn same_zero(score: f64) -> f64 {
+    if score == 0.0 {
+        0.0
+    } else {
+        score
     }
 }
 

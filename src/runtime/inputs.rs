@@ -22,11 +22,13 @@ pub use super::shared::Role;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CompileInputs {
+    #[serde(deserialize_with = "object")]
     pub run: RunContext,
+    #[serde(deserialize_with = "object")]
     pub request: InvokeRequest,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "objects")]
     pub evidence: Vec<Evidence>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "objects")]
     pub memory: Vec<MemoryItem>,
 }
 
@@ -37,7 +39,7 @@ pub struct CompileInputs {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunContext {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "optional_object")]
     pub budget: Option<RunBudget>,
     /// If present, surfaced tools are intersected with it.
     #[serde(default)]
@@ -49,7 +51,7 @@ pub struct RunContext {
     #[serde(default)]
     pub tenant: Option<String>,
     /// Absent means an anonymous user with no roles.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object")]
     pub user: RunUser,
 }
 
@@ -88,7 +90,7 @@ pub struct InvokeRequest {
     /// Free JSON, validated against the pack's context schema. Absent means `{}`.
     #[serde(default)]
     pub context: Value,
-    #[serde(default, deserialize_with = "null_as_default")]
+    #[serde(default, deserialize_with = "objects")]
     pub history: Vec<Turn>,
     /// The session state exported after the previous turn, for packs that declare
     /// `session directives` (refused by the others). Absent or `null` is the empty
@@ -132,6 +134,59 @@ pub struct MemoryItem {
     pub promoted: Option<bool>,
     #[serde(default, deserialize_with = "null_as_default")]
     pub score: f64,
+}
+
+/// A struct read from a JSON object only. serde's derived impls also fill a struct
+/// from an array, member by member in declaration order; an input of that shape is
+/// the wrong shape (exit 4), so every input struct is read through this.
+#[derive(Debug)]
+pub struct Object<T>(pub T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Only<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Only<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                // As serde's derived impls say it: `struct RunContext`.
+                let name = std::any::type_name::<T>();
+                write!(f, "struct {}", name.rsplit("::").next().unwrap_or(name))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(Only(std::marker::PhantomData))
+            .map(Object)
+    }
+}
+
+/// A struct member read through [`Object`].
+pub fn object<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Object::<T>::deserialize(d).map(|o| o.0)
+}
+
+/// An optional struct member read through [`Object`].
+pub fn optional_object<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Object<T>>::deserialize(d)?.map(|o| o.0))
+}
+
+/// A list of structs, each read through [`Object`]; `null` is the empty list.
+pub fn objects<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    let items = Option::<Vec<Object<T>>>::deserialize(d)?.unwrap_or_default();
+    Ok(items.into_iter().map(|o| o.0).collect())
 }
 
 fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
@@ -179,12 +234,13 @@ pub fn decode_json_inputs(
     fn list<T: for<'de> Deserialize<'de>>(bytes: Option<&[u8]>) -> Option<Vec<T>> {
         match bytes {
             None => Some(Vec::new()),
-            Some(b) => from_json_bytes::<Option<Vec<T>>>(b).map(Option::unwrap_or_default),
+            Some(b) => from_json_bytes::<Option<Vec<Object<T>>>>(b)
+                .map(|items| items.unwrap_or_default().into_iter().map(|o| o.0).collect()),
         }
     }
     Some(CompileInputs {
-        run: from_json_bytes(run)?,
-        request: from_json_bytes(request)?,
+        run: from_json_bytes::<Object<_>>(run)?.0,
+        request: from_json_bytes::<Object<_>>(request)?.0,
         evidence: list(evidence)?,
         memory: list(memory)?,
     })
@@ -203,15 +259,17 @@ pub fn from_json_bytes<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Option<T> 
 /// Decodes one document; a shape error names the member it is about
 /// (`run.safety_mode: unknown variant ...`, `request.history[1].role: ...`).
 fn decode<T: for<'de> Deserialize<'de>>(path: &str, value: Value) -> Result<T, CompileError> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let inner = e.path().to_string();
-        let at = match inner.as_str() {
-            "." => path.to_owned(),
-            member if member.starts_with('[') => format!("{path}{member}"),
-            member => format!("{path}.{member}"),
-        };
-        CompileError::input(at, e.into_inner().to_string())
-    })
+    serde_path_to_error::deserialize(value)
+        .map(|o: Object<T>| o.0)
+        .map_err(|e| {
+            let inner = e.path().to_string();
+            let at = match inner.as_str() {
+                "." => path.to_owned(),
+                member if member.starts_with('[') => format!("{path}{member}"),
+                member => format!("{path}.{member}"),
+            };
+            CompileError::input(at, e.into_inner().to_string())
+        })
 }
 
 fn decode_list<T: for<'de> Deserialize<'de>>(
@@ -327,6 +385,46 @@ mod tests {
         );
         let slow = decode_inputs(run(), request(), Some(ev), None).unwrap();
         assert_eq!(fast, Some(slow));
+    }
+
+    #[test]
+    fn arrays_are_not_objects_on_either_path() {
+        let text = |v: &Value| serde_json::to_vec(v).unwrap();
+        let positional = json!(["r", "supervised"]);
+        let e = decode_inputs(positional.clone(), request(), None, None).unwrap_err();
+        assert_eq!(e.exit_code(), 4);
+        assert!(
+            e.to_string()
+                .starts_with("run: invalid type: sequence, expected struct RunContext"),
+            "{e}"
+        );
+        assert!(decode_json_inputs(&text(&positional), &text(&request()), None, None).is_none());
+        let ev = json!([["a", "s", "c", 0.5, 1]]);
+        let e = decode_inputs(run(), request(), Some(ev.clone()), None).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("evidence[0]: invalid type: sequence"),
+            "{e}"
+        );
+        assert!(
+            decode_json_inputs(&text(&run()), &text(&request()), Some(&text(&ev)), None).is_none()
+        );
+        let mut q = request();
+        q["history"] = json!([["user", "hi"]]);
+        let e = decode_inputs(run(), q.clone(), None, None).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("request.history[0]: invalid type"),
+            "{e}"
+        );
+        assert!(decode_json_inputs(&text(&run()), &text(&q), None, None).is_none());
+        // Other wrong types read as before: serde's words for the struct.
+        let e = decode_inputs(json!("r"), request(), None, None).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("run: invalid type: string \"r\", expected struct RunContext"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -71,8 +71,9 @@ use crate::tokens::{self, Tokenizer};
 pub use envelope::*;
 pub use error::CompileError;
 pub use inputs::{
-    decode_inputs, decode_json_inputs, from_json_bytes, CompileInputs, Evidence, InvokeRequest,
-    MemoryItem, Role, RunBudget, RunContext, RunUser, Turn,
+    decode_inputs, decode_json_inputs, from_json_bytes, object, objects, optional_object,
+    CompileInputs, Evidence, InvokeRequest, MemoryItem, Object, Role, RunBudget, RunContext,
+    RunUser, Turn,
 };
 use shared::StaticText;
 pub use tools::{CapabilityMetadata, ToolManifestEntry};

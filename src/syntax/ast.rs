@@ -320,4 +320,7 @@ pub enum ExprKind {
     Json(Option<Value>),
     /// `( expr )`, kept so that spans and formatting stay faithful.
     Paren(Box<Expr>),
+    /// A number literal out of range, reported by the parser (E0001); it types as an
+    /// error so that nothing further up the expression reports it again.
+    Invalid,
 }

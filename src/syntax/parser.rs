@@ -24,19 +24,7 @@ pub const MAX_NESTING: usize = 64;
 
 /// Parses a whole file. Always returns a tree; diagnostics are in source order.
 pub fn parse(source: &str) -> (File, Vec<Diagnostic>) {
-    if let Some(d) = nesting_guard(source) {
-        return (
-            File {
-                header: None,
-                items: Vec::new(),
-            },
-            vec![d],
-        );
-    }
-    let mut p = Driver {
-        source,
-        diags: Vec::new(),
-    };
+    let mut p = Driver::new(source, 0);
     let file = p.file();
     let mut diags = p.diags;
     diags.sort_by_key(|d| d.span.start);
@@ -252,10 +240,7 @@ impl Region {
             let whole = !matches!(items[j].kind, ItemKind::Broken(_));
             (j > first && whole && items[j - 1].span.start >= old_end).then_some(j)
         };
-        let mut p = Driver {
-            source: new,
-            diags: Vec::new(),
-        };
+        let mut p = Driver::new(new, from);
         let begin = p.skip_trivia(from);
         // Recovering from a syntax error may look past the next item for where to go on
         // (inside unbalanced braces, up to the end of the file): with one before the
@@ -279,9 +264,6 @@ impl Region {
             }
             pos = p.item_at(pos, &mut reparsed);
         };
-        if nesting_guard(new.get(begin..pos)?).is_some() {
-            return None;
-        }
         Some(Region {
             first,
             begin,
@@ -295,9 +277,22 @@ impl Region {
 struct Driver<'s> {
     source: &'s str,
     diags: Vec<Diagnostic>,
+    /// The first place, among the items still to parse, where brackets or `not`s
+    /// nest deeper than [`MAX_NESTING`]: the item holding it is reported and skipped,
+    /// never handed to pest, whose recursion is that deep.
+    deep: Option<usize>,
 }
 
 impl<'s> Driver<'s> {
+    /// A driver for the items of `source` from `from` (an item boundary) on.
+    fn new(source: &'s str, from: usize) -> Driver<'s> {
+        Driver {
+            source,
+            diags: Vec::new(),
+            deep: too_deep_from(source, from),
+        }
+    }
+
     fn file(&mut self) -> File {
         let mut pos = self.skip_trivia(0);
         let mut header = None;
@@ -359,9 +354,29 @@ impl<'s> Driver<'s> {
     /// Parses the item at `pos` (a broken one on a syntax error) and returns where
     /// the next one starts.
     fn item_at(&mut self, pos: usize, items: &mut Vec<Item>) -> usize {
+        if let Some(at) = self.deep.filter(|&at| at >= pos) {
+            // The item holding the deep place (the next item starts after it) is
+            // reported there and skipped; the items after it are parsed as usual.
+            if self.recover(pos, pos) > at {
+                self.diags.push(too_deep(self.source, at));
+                if let Some(item) = self.broken_item(pos) {
+                    items.push(item);
+                }
+                let next = self.recover(pos, at);
+                self.deep = too_deep_from(self.source, next);
+                return self.skip_trivia(next);
+            }
+        }
+        let before = self.diags.len();
         match self.parse_rule(Rule::item, pos) {
             Ok((pair, end)) => {
-                if let Some(item) = self.item(pair) {
+                let item = self.item(pair);
+                // A number the body could not hold (E0001) leaves the item as one whose
+                // body failed: its name is declared, the checks that need its body are
+                // skipped, so the one mistake is reported once.
+                let invalid = self.diags[before..].iter().any(|d| d.code == "E0001");
+                let item = if invalid { self.broken_item(pos) } else { item };
+                if let Some(item) = item {
                     items.push(item);
                 }
                 self.skip_trivia(end)
@@ -1349,18 +1364,37 @@ impl<'s> Driver<'s> {
             Rule::null_lit => ExprKind::Null,
             Rule::int => match self.int_value_span(span) {
                 Some(v) => ExprKind::Int(v),
-                None => ExprKind::Null,
+                None => ExprKind::Invalid,
             },
-            Rule::float => {
-                let text: String = span_text(self.source, span)
-                    .chars()
-                    .filter(|c| *c != '_')
-                    .collect();
-                ExprKind::Float(text.parse().unwrap_or(0.0))
-            }
+            Rule::float => self.float_value(span),
             _ => ExprKind::Null,
         };
+        let span = ends_with_last_operand(&kind, span);
         Expr { kind, span }
+    }
+
+    /// A float literal, or E0001 when it does not fit a 64-bit float (it would lower to
+    /// `null` and change what the condition means).
+    fn float_value(&mut self, span: Span) -> ExprKind {
+        let text: String = span_text(self.source, span)
+            .chars()
+            .filter(|c| *c != '_')
+            .collect();
+        match text.parse::<f64>() {
+            Ok(v) if v.is_finite() => ExprKind::Float(v),
+            _ => {
+                self.diags.push(
+                    Diagnostic::new(
+                        "E0001",
+                        span,
+                        "number out of range: it does not fit a 64-bit float",
+                    )
+                    .with_label("too large")
+                    .with_help("numbers range up to about 1.8e308 in magnitude"),
+                );
+                ExprKind::Invalid
+            }
+        }
     }
 
     fn int_value_span(&mut self, span: Span) -> Option<i64> {
@@ -1379,6 +1413,22 @@ impl<'s> Driver<'s> {
                 None
             }
         }
+    }
+}
+
+/// pest puts the whitespace (and comments) after a rule's last operand into the span
+/// of a rule that ends with a repetition or an option; a compound expression ends
+/// where its last operand does.
+fn ends_with_last_operand(kind: &ExprKind, span: Span) -> Span {
+    let last_end = match kind {
+        ExprKind::Or(items) | ExprKind::And(items) => items.last().map(|e| e.span.end),
+        ExprKind::Not(operand) => Some(operand.span.end),
+        ExprKind::Cmp { rhs, .. } => Some(rhs.span.end),
+        _ => None,
+    };
+    match last_end {
+        Some(end) if end > span.start && end < span.end => Span::new(span.start, end),
+        _ => span,
     }
 }
 
@@ -1470,12 +1520,13 @@ pub fn doc_above(source: &str, offset: usize) -> Option<String> {
     Some(lines.join("\n"))
 }
 
-/// Finds the first place where brackets or `not`s nest deeper than [`MAX_NESTING`].
-fn nesting_guard(source: &str) -> Option<Diagnostic> {
+/// The first place at or after `from` (an item boundary, outside any bracket) where
+/// brackets or `not`s nest deeper than [`MAX_NESTING`].
+fn too_deep_from(source: &str, from: usize) -> Option<usize> {
     let src = source.as_bytes();
     let mut depth = 0usize;
     let mut nots = 0usize;
-    let mut i = 0;
+    let mut i = from;
     while i < src.len() {
         let b = src[i];
         let at = i;
@@ -1512,7 +1563,7 @@ fn nesting_guard(source: &str) -> Option<Diagnostic> {
                     nots = 0;
                 }
                 if nots > MAX_NESTING {
-                    return Some(too_deep(source, start));
+                    return Some(start);
                 }
                 continue;
             }
@@ -1520,7 +1571,7 @@ fn nesting_guard(source: &str) -> Option<Diagnostic> {
             _ => nots = 0,
         }
         if depth > MAX_NESTING {
-            return Some(too_deep(source, at));
+            return Some(at);
         }
         i += 1;
     }

@@ -201,6 +201,7 @@ impl Shift for Expr {
             | ExprKind::Float(_)
             | ExprKind::Bool(_)
             | ExprKind::Null
+            | ExprKind::Invalid
             | ExprKind::Path(_)
             | ExprKind::Json(_) => {}
         }
