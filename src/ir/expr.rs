@@ -527,6 +527,9 @@ impl Checker<'_> {
                     }
                     return;
                 }
+                if !in_iteration {
+                    self.json_intent_names(op, args, span);
+                }
                 let iterates = matches!(
                     op.as_str(),
                     "map" | "filter" | "reduce" | "all" | "some" | "none"
@@ -541,6 +544,47 @@ impl Checker<'_> {
                 }
             }
             _ => {}
+        }
+    }
+}
+
+impl Checker<'_> {
+    /// Raw JsonLogic that compares `request.intent` with strings (`==`, `===`, `!=`,
+    /// `!==`, or `in` a list of strings): each string must name a declared intent, as
+    /// in the expression syntax (E0102, at the `json { ... }` operand).
+    fn json_intent_names(&mut self, op: &str, args: &Value, span: Span) {
+        let Value::Array(args) = args else { return };
+        let is_intent = |v: &Value| {
+            let path = match v.get("var") {
+                Some(Value::String(p)) => Some(p.as_str()),
+                Some(Value::Array(a)) => a.first().and_then(Value::as_str),
+                _ => None,
+            };
+            path == Some("request.intent")
+        };
+        let names: Vec<&str> = match (op, args.as_slice()) {
+            ("==" | "===" | "!=" | "!==", [a, b]) if is_intent(a) => {
+                b.as_str().into_iter().collect()
+            }
+            ("==" | "===" | "!=" | "!==", [a, b]) if is_intent(b) => {
+                a.as_str().into_iter().collect()
+            }
+            ("in", [a, Value::Array(list)]) if is_intent(a) => {
+                list.iter().filter_map(Value::as_str).collect()
+            }
+            _ => return,
+        };
+        for name in names {
+            if self.pack.declares(SymbolKind::Intent, name) {
+                continue;
+            }
+            let mut d = Diagnostic::new("E0102", span, format!("unknown intent `{name}`"))
+                .with_label("names no intent of this pack");
+            d = match nearest(name, self.pack.names(SymbolKind::Intent)) {
+                Some(best) => d.with_help(format!("did you mean `{best}`?")),
+                None => d.with_help("declare it with `intent NAME { ... }`"),
+            };
+            self.diags.push(d);
         }
     }
 }

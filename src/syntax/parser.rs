@@ -434,6 +434,9 @@ impl<'s> Driver<'s> {
     }
 
     fn syntax_error(&mut self, at: usize, expected: &[Rule], punctuation: &[String]) {
+        if self.unterminated_triple(at) {
+            return;
+        }
         let mut names: Vec<&str> = expected.iter().filter_map(|r| describe(*r)).collect();
         let has_cmp = names.contains(&"a comparison operator");
         names.extend(
@@ -499,6 +502,29 @@ impl<'s> Driver<'s> {
             .with_label(format!("expected {expected_text}"))
             .with_help_opt(help),
         );
+    }
+
+    /// A `"""` that never closes reads as `""` (an empty string) followed by a stray
+    /// quote, where the parse stops: reported as the unterminated string it is, at its
+    /// opening quotes. True when this was the case.
+    fn unterminated_triple(&mut self, at: usize) -> bool {
+        let src = self.source;
+        let opened = at >= 2
+            && src[at..].starts_with('"')
+            && src[..at].ends_with("\"\"")
+            && !src[at + 1..].contains("\"\"\"");
+        if opened {
+            self.diags.push(
+                Diagnostic::new(
+                    "E0001",
+                    Span::new(at - 2, at + 1),
+                    "unterminated string: this `\"\"\"` is never closed",
+                )
+                .with_label("the text runs to the end of the file")
+                .with_help("close the text with `\"\"\"`"),
+            );
+        }
+        opened
     }
 
     /// After a syntax error at `error_at` in the item that starts at `item_start`:
