@@ -67,6 +67,31 @@ fn check_exit_codes() {
     let bad_utf8 = dir.path().join("bin.ctxpack");
     std::fs::write(&bad_utf8, [0xff, 0xfe, 0x00]).unwrap();
     ctxpack().arg("check").arg(&bad_utf8).assert().code(3);
+    // The readable files are still checked and reported: with a machine format, stdout
+    // holds one document of them; the unreadable paths are on stderr; exit 3.
+    let broken = write(dir.path(), "broken.ctxpack", BROKEN);
+    for format in ["json", "sarif"] {
+        let o = ctxpack()
+            .args(["check", "--format", format])
+            .arg(&broken)
+            .arg("/no/such/path.ctxpack")
+            .arg(&bad_utf8)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(3), "{format}");
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(stderr.contains("/no/such/path.ctxpack"), "{stderr}");
+        assert!(stderr.contains("bin.ctxpack"), "{stderr}");
+        if format == "json" {
+            assert!(doc["errors"].as_u64().unwrap() > 0, "{doc}");
+            assert!(doc["diagnostics"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|d| d["file"].as_str().unwrap().ends_with("broken.ctxpack")));
+        }
+    }
 }
 
 #[test]

@@ -338,6 +338,67 @@ fn compile_exit_4_on_arrays_where_objects_belong() {
     }
 }
 
+#[test]
+fn compile_exit_4_on_a_json_number_out_of_range() {
+    // `1e400` is well-formed JSON, but no input value can take it: invalid input.
+    let f = Fixture::new();
+    let request = std::fs::read_to_string(f.path("request.json")).unwrap();
+    let request = request.replacen('{', "{\"x_unused\": 1e400, ", 1);
+    write(f.dir.path(), "huge.json", &request);
+    let o = f.compile(&["--request", "huge.json"]);
+    assert_eq!(o.status.code(), Some(4));
+    let e = json_error(&o);
+    assert_eq!(e["kind"], "invalid_input");
+    assert!(
+        e["message"].as_str().unwrap().contains("out of range"),
+        "{e}"
+    );
+    // Broken JSON is still exit 3.
+    write(f.dir.path(), "broken.json", "{\"request_id\": ");
+    assert_eq!(
+        f.compile(&["--request", "broken.json"]).status.code(),
+        Some(3)
+    );
+}
+
+#[test]
+fn compile_exit_4_on_yaml_nan_or_infinity() {
+    // JSON values cannot hold `.nan` or `.inf`: read as they are, they would become
+    // `null`, an absent score or context field. They are refused, naming where.
+    let f = Fixture::new();
+    write(
+        f.dir.path(),
+        "evidence.yaml",
+        "- id: kb-1\n  source: kb://x\n  content: Text.\n  score: .nan\n",
+    );
+    let o = f.compile(&["--evidence", "evidence.yaml"]);
+    assert_eq!(o.status.code(), Some(4));
+    let e = json_error(&o);
+    assert_eq!(e["kind"], "invalid_input");
+    assert!(
+        e["message"].as_str().unwrap().contains("`[0].score`"),
+        "{e}"
+    );
+    write(
+        f.dir.path(),
+        "evidence.yaml",
+        "- id: kb-1\n  source: kb://x\n  content: Text.\n  score: -.inf\n",
+    );
+    assert_eq!(
+        f.compile(&["--evidence", "evidence.yaml"]).status.code(),
+        Some(4)
+    );
+    write(
+        f.dir.path(),
+        "evidence.yaml",
+        "- id: kb-1\n  source: kb://x\n  content: Text.\n  score: 0.5\n",
+    );
+    assert_eq!(
+        f.compile(&["--evidence", "evidence.yaml"]).status.code(),
+        Some(0)
+    );
+}
+
 /// A failed write of the result (a full disk) is exit 3 with a message, never a panic.
 #[cfg(target_os = "linux")]
 #[test]

@@ -350,6 +350,9 @@ fn parse_request(bytes: &Bytes) -> Result<CompileRequest, CliError> {
         return Ok(request);
     }
     let body: Value = serde_json::from_slice(bytes).map_err(|e| {
+        if ctxpack::commands::compile::out_of_range(&e) {
+            return ctxpack::commands::compile::json_number_out_of_range("body", &e);
+        }
         CliError::new(
             "unparseable_input",
             3,

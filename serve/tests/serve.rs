@@ -322,6 +322,17 @@ fn every_error_status() {
     body["request"]["context"]["user"]["age"] = json!("old");
     let r = server.compile(&body);
     assert_eq!((r.status, kind(&r).as_str()), (422, "invalid_input"));
+    // A number no input can take is invalid input too, though the JSON is well formed;
+    // so is an array where the run object belongs.
+    let text = basic_body()
+        .to_string()
+        .replacen('{', "{\"max_tokens\": 1e400, ", 1);
+    let r = server.request("POST", "/v1/compile", text.as_bytes());
+    assert_eq!((r.status, kind(&r).as_str()), (422, "invalid_input"));
+    let mut body = basic_body();
+    body["run"] = json!(["r-1", "supervised"]);
+    let r = server.compile(&body);
+    assert_eq!((r.status, kind(&r).as_str()), (422, "invalid_input"));
     let mut body = basic_body();
     body["pack"] = json!("conformance/shop");
     let r = server.compile(&body);

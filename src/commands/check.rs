@@ -37,17 +37,49 @@ pub struct CheckArgs {
     pub registry: Option<PathBuf>,
 }
 
-/// Checks every file and returns the reports, or an unreadable path.
+/// Checks every file and returns the reports, or the first unreadable path.
 pub fn check_paths(
     paths: &[PathBuf],
     registry: Option<&std::path::Path>,
 ) -> Result<Vec<FileReport>, String> {
-    let files = files::collect(paths, ".ctxpack")?;
+    let (reports, unreadable) = check_all(paths, registry);
+    match unreadable.into_iter().next() {
+        Some(message) => Err(message),
+        None => Ok(reports),
+    }
+}
+
+/// Checks every file that can be read: the reports, and why each path that could not
+/// be read (a missing file, a directory that cannot be listed, a file that is not
+/// UTF-8, a broken lockfile) could not.
+pub fn check_all(
+    paths: &[PathBuf],
+    registry: Option<&std::path::Path>,
+) -> (Vec<FileReport>, Vec<String>) {
+    let mut unreadable = Vec::new();
+    let mut files = Vec::new();
+    for path in paths {
+        match files::collect(std::slice::from_ref(path), ".ctxpack") {
+            Ok(found) => files.extend(found),
+            Err(message) => unreadable.push(message),
+        }
+    }
+    files.sort();
+    files.dedup();
     let registry = crate::registry::Registry::from_env_or(registry);
     let mut reports = Vec::with_capacity(files.len());
     for file in files {
-        let source = crate::source::read(&file)?;
-        let lock = crate::imports::Lockfile::read(&crate::imports::Lockfile::path_for(&file))?;
+        let read = crate::source::read(&file).and_then(|source| {
+            let lock = crate::imports::Lockfile::read(&crate::imports::Lockfile::path_for(&file))?;
+            Ok((source, lock))
+        });
+        let (source, lock) = match read {
+            Ok(read) => read,
+            Err(message) => {
+                unreadable.push(message);
+                continue;
+            }
+        };
         let (checked, _) = check_source_with(&source, &registry, lock.as_ref());
         reports.push(FileReport {
             path: files::display(&file),
@@ -55,17 +87,14 @@ pub fn check_paths(
             diagnostics: checked.diagnostics,
         });
     }
-    Ok(reports)
+    (reports, unreadable)
 }
 
+/// Runs `check`. A path that cannot be read is exit 3, reported on stderr; the files
+/// that could be read are still checked and reported (with `--format json` or
+/// `sarif`, stdout still holds one document, of those files).
 pub fn run(args: &CheckArgs) -> i32 {
-    let reports = match check_paths(&args.paths, args.registry.as_deref()) {
-        Ok(r) => r,
-        Err(message) => {
-            eprintln!("error: {message}");
-            return exit::UNREADABLE;
-        }
-    };
+    let (reports, unreadable) = check_all(&args.paths, args.registry.as_deref());
     let (errors, warnings) = diagnostic::tally(&reports);
     match args.format {
         Format::Human => {
@@ -73,7 +102,7 @@ pub fn run(args: &CheckArgs) -> i32 {
             for report in &reports {
                 eprint!("{}", diagnostic::to_human(report, color));
             }
-            if reports.is_empty() {
+            if reports.is_empty() && unreadable.is_empty() {
                 eprintln!(
                     "error: no `.ctxpack` files found (a check of nothing would pass silently)"
                 );
@@ -91,7 +120,12 @@ pub fn run(args: &CheckArgs) -> i32 {
         Format::Sarif => outln!("{}", pretty(&diagnostic::to_sarif(&reports))),
         Format::Github => out!("{}", diagnostic::to_github(&reports)),
     }
-    if reports.is_empty() || errors > 0 || (args.deny_warnings && warnings > 0) {
+    for message in &unreadable {
+        eprintln!("error: {message}");
+    }
+    if !unreadable.is_empty() {
+        exit::UNREADABLE
+    } else if reports.is_empty() || errors > 0 || (args.deny_warnings && warnings > 0) {
         exit::FAILED
     } else {
         exit::OK

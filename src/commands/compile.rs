@@ -249,19 +249,101 @@ pub(crate) fn parse_document(path: &Path, bytes: &[u8]) -> Result<Value, CliErro
     // A byte-order mark is not part of a document.
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let yaml = || serde_norway::from_slice::<Value>(bytes).map_err(|e| e.to_string());
-    let json = || serde_json::from_slice::<Value>(bytes).map_err(|e| e.to_string());
-    let parsed = match path.extension().and_then(|e| e.to_str()) {
-        Some("yaml" | "yml") => yaml(),
-        _ if crate::source::is_stdin(path) => json().or_else(|e| yaml().map_err(|_| e)),
-        _ => json(),
+    let json = || {
+        serde_json::from_slice::<Value>(bytes).map_err(|e| match out_of_range(&e) {
+            true => Err(json_number_out_of_range(&path.display().to_string(), &e)),
+            false => Ok(e.to_string()),
+        })
     };
-    parsed.map_err(|e| {
+    let (parsed, from_yaml) = match path.extension().and_then(|e| e.to_str()) {
+        Some("yaml" | "yml") => (yaml(), true),
+        _ if crate::source::is_stdin(path) => match json() {
+            Ok(v) => (Ok(v), false),
+            Err(Err(out_of_range)) => return Err(out_of_range),
+            Err(Ok(e)) => (yaml().map_err(|_| e), true),
+        },
+        _ => match json() {
+            Ok(v) => (Ok(v), false),
+            Err(Err(out_of_range)) => return Err(out_of_range),
+            Err(Ok(e)) => (Err(e), false),
+        },
+    };
+    let value = parsed.map_err(|e| {
         CliError::new(
             "unparseable_input",
             3,
             format!("cannot parse `{}`: {e}", path.display()),
         )
-    })
+    })?;
+    // YAML spells `.nan` and `.inf`, which JSON values cannot hold: read into one,
+    // they would quietly become `null` (absent), so they are refused instead.
+    if let Some(at) = from_yaml.then(|| non_finite(bytes)).flatten() {
+        return Err(CliError::new(
+            "invalid_input",
+            4,
+            format!(
+                "`{}`: `{at}` is not a finite number (`.nan` and `.inf` are not input values)",
+                path.display()
+            ),
+        ));
+    }
+    Ok(value)
+}
+
+/// Is this JSON error a number that does not fit a 64-bit float (`1e400`)? Such a
+/// document is well-formed JSON with a value no input can take: invalid input (exit 4),
+/// not an unparseable document (exit 3).
+pub fn out_of_range(e: &serde_json::Error) -> bool {
+    e.to_string().starts_with("number out of range")
+}
+
+/// The failure for [`out_of_range`] in the document `what`.
+pub fn json_number_out_of_range(what: &str, e: &serde_json::Error) -> CliError {
+    CliError::new(
+        "invalid_input",
+        4,
+        format!(
+            "`{what}`: the number at line {} column {} is out of range (numbers must fit a 64-bit float)",
+            e.line(),
+            e.column()
+        ),
+    )
+}
+
+/// Where a YAML document holds a NaN or an infinity (`[0].score`, `order.total`), if
+/// anywhere.
+fn non_finite(bytes: &[u8]) -> Option<String> {
+    fn walk(v: &serde_norway::Value, at: &str) -> Option<String> {
+        match v {
+            serde_norway::Value::Number(n)
+                if !n.is_f64() || n.as_f64().is_some_and(f64::is_finite) =>
+            {
+                None
+            }
+            serde_norway::Value::Number(_) => Some(if at.is_empty() {
+                ".".to_owned()
+            } else {
+                at.to_owned()
+            }),
+            serde_norway::Value::Sequence(items) => items
+                .iter()
+                .enumerate()
+                .find_map(|(i, item)| walk(item, &format!("{at}[{i}]"))),
+            serde_norway::Value::Mapping(map) => map.iter().find_map(|(k, item)| {
+                let key = k.as_str().map_or_else(|| format!("{k:?}"), str::to_owned);
+                let at = if at.is_empty() {
+                    key
+                } else {
+                    format!("{at}.{key}")
+                };
+                walk(k, &at).or_else(|| walk(item, &at))
+            }),
+            serde_norway::Value::Tagged(t) => walk(&t.value, at),
+            _ => None,
+        }
+    }
+    let doc: serde_norway::Value = serde_norway::from_slice(bytes).ok()?;
+    walk(&doc, "")
 }
 
 /// Loads and verifies an artifact file (`-` for standard input), builds a `.ctxpack`
