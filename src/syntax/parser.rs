@@ -560,7 +560,14 @@ impl<'s> Driver<'s> {
                     continue;
                 }
                 b'{' => depth += 1,
-                b'}' => depth -= 1,
+                b'}' => {
+                    depth -= 1;
+                    // The braces closed after all: a keyword seen inside them was part
+                    // of the broken item's body, not the next item.
+                    if depth <= 0 {
+                        fallback = None;
+                    }
+                }
                 _ => {}
             }
             // Identifiers are skipped whole so that keywords are only seen at word starts.
