@@ -24,7 +24,7 @@ pub const MAX_NESTING: usize = 64;
 
 /// Parses a whole file. Always returns a tree; diagnostics are in source order.
 pub fn parse(source: &str) -> (File, Vec<Diagnostic>) {
-    let mut p = Driver::new(source, 0);
+    let mut p = Driver::new(source);
     let file = p.file();
     let mut diags = p.diags;
     diags.sort_by_key(|d| d.span.start);
@@ -240,7 +240,7 @@ impl Region {
             let whole = !matches!(items[j].kind, ItemKind::Broken(_));
             (j > first && whole && items[j - 1].span.start >= old_end).then_some(j)
         };
-        let mut p = Driver::new(new, from);
+        let mut p = Driver::new(new);
         let begin = p.skip_trivia(from);
         // Recovering from a syntax error may look past the next item for where to go on
         // (inside unbalanced braces, up to the end of the file): with one before the
@@ -277,19 +277,13 @@ impl Region {
 struct Driver<'s> {
     source: &'s str,
     diags: Vec<Diagnostic>,
-    /// The first place, among the items still to parse, where brackets or `not`s
-    /// nest deeper than [`MAX_NESTING`]: the item holding it is reported and skipped,
-    /// never handed to pest, whose recursion is that deep.
-    deep: Option<usize>,
 }
 
 impl<'s> Driver<'s> {
-    /// A driver for the items of `source` from `from` (an item boundary) on.
-    fn new(source: &'s str, from: usize) -> Driver<'s> {
+    fn new(source: &'s str) -> Driver<'s> {
         Driver {
             source,
             diags: Vec::new(),
-            deep: too_deep_from(source, from),
         }
     }
 
@@ -354,17 +348,16 @@ impl<'s> Driver<'s> {
     /// Parses the item at `pos` (a broken one on a syntax error) and returns where
     /// the next one starts.
     fn item_at(&mut self, pos: usize, items: &mut Vec<Item>) -> usize {
-        if let Some(at) = self.deep.filter(|&at| at >= pos) {
-            // The item holding the deep place (the next item starts after it) is
-            // reported there and skipped; the items after it are parsed as usual.
+        // Brackets or `not`s nested deeper than pest's recursion should go: the item
+        // holding them (the next item starts after them) is reported there and
+        // skipped, never handed to pest; the items after it are parsed as usual.
+        if let Some(at) = too_deep_in_item(self.source, pos) {
             if self.recover(pos, pos) > at {
                 self.diags.push(too_deep(self.source, at));
                 if let Some(item) = self.broken_item(pos) {
                     items.push(item);
                 }
-                let next = self.recover(pos, at);
-                self.deep = too_deep_from(self.source, next);
-                return self.skip_trivia(next);
+                return self.skip_trivia(self.recover(pos, at));
             }
         }
         let before = self.diags.len();
@@ -1553,9 +1546,11 @@ pub fn doc_above(source: &str, offset: usize) -> Option<String> {
     Some(lines.join("\n"))
 }
 
-/// The first place at or after `from` (an item boundary, outside any bracket) where
-/// brackets or `not`s nest deeper than [`MAX_NESTING`].
-fn too_deep_from(source: &str, from: usize) -> Option<usize> {
+/// The first place in the item that starts at `from` where brackets or `not`s nest
+/// deeper than [`MAX_NESTING`]. The scan ends where the item's first brackets close
+/// again (or at the end of the text), so that a reparse that parses one item scans
+/// that item, not the rest of the file.
+fn too_deep_in_item(source: &str, from: usize) -> Option<usize> {
     let src = source.as_bytes();
     let mut depth = 0usize;
     let mut nots = 0usize;
@@ -1582,6 +1577,9 @@ fn too_deep_from(source: &str, from: usize) -> Option<usize> {
             b')' | b']' | b'}' => {
                 depth = depth.saturating_sub(1);
                 nots = 0;
+                if depth == 0 {
+                    return None;
+                }
             }
             b if b.is_ascii_lowercase() || b == b'_' => {
                 let start = i;
