@@ -7,7 +7,7 @@ use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use crate::artifact::Approval;
 use crate::diagnostic::{nearest, Diagnostic};
-use crate::ir::{EffectIr, Pack, ToolIr};
+use crate::ir::{EffectIr, Pack, SymbolKind, ToolIr};
 
 /// The standard tool kinds: what a tool does to the world, from reading to
 /// administering. A pack's own kind is written with an `x_` prefix (`x_billing`).
@@ -22,36 +22,32 @@ pub const MAX_TOOL_NAME: usize = 64;
 pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
     let prohibited: HashSet<&str> = pack.prohibitions.iter().map(|p| p.name.as_ref()).collect();
     intent_tools(pack, &prohibited, diags);
-    // A misspelled tool reference is E0102, whose help names the nearest tool: that
-    // tool is taken as the one meant, so that the typo is not reported again as W0401
-    // on the tool it was meant for.
-    let declared: HashSet<&str> = pack.tools.iter().map(|t| t.name.as_str()).collect();
-    fn meant<'a>(declared: &HashSet<&'a str>, pack: &'a Pack, name: &'a str) -> Option<&'a str> {
-        if declared.contains(name) {
+    // A misspelled tool reference is E0102, whose help names the nearest tool (the
+    // same lookup as `names::resolve`): that tool is taken as the one meant, so that
+    // the typo is not reported again as W0401 on the tool it was meant for.
+    fn meant<'a>(pack: &'a Pack, name: &'a str) -> Option<&'a str> {
+        if pack.declares(SymbolKind::Tool, name) {
             Some(name)
         } else {
-            nearest(name, pack.tools.iter().map(|t| t.name.as_str()))
+            nearest(name, pack.names(SymbolKind::Tool))
         }
     }
     let mut permitted = HashSet::with_capacity(pack.tools.len());
-    permitted.extend(pack.intents.iter().flat_map(|i| {
-        i.tools
+    permitted.extend(
+        pack.intents
             .iter()
-            .filter_map(|t| meant(&declared, pack, &t.name))
-    }));
+            .flat_map(|i| i.tools.iter().filter_map(|t| meant(pack, &t.name))),
+    );
     let unused_excepted: HashSet<&str> = pack
         .prohibitions
         .iter()
-        .filter_map(|p| meant(&declared, pack, &p.name))
+        .filter_map(|p| meant(pack, &p.name))
         .collect();
     let use_ = Use {
         prohibited: &unused_excepted,
         permitted: &permitted,
         // A broken intent may permit any tool: W0401 would be a guess.
-        intent_broken: pack
-            .broken
-            .iter()
-            .any(|d| d.kind == crate::ir::SymbolKind::Intent),
+        intent_broken: pack.broken.iter().any(|d| d.kind == SymbolKind::Intent),
     };
     for tool in &pack.tools {
         risk_and_approval(tool, diags);

@@ -37,18 +37,6 @@ pub struct CheckArgs {
     pub registry: Option<PathBuf>,
 }
 
-/// Checks every file and returns the reports, or the first unreadable path.
-pub fn check_paths(
-    paths: &[PathBuf],
-    registry: Option<&std::path::Path>,
-) -> Result<Vec<FileReport>, String> {
-    let (reports, unreadable) = check_all(paths, registry);
-    match unreadable.into_iter().next() {
-        Some(message) => Err(message),
-        None => Ok(reports),
-    }
-}
-
 /// Checks every file that can be read: the reports, and why each path that could not
 /// be read (a missing file, a directory that cannot be listed, a file that is not
 /// UTF-8, a broken lockfile) could not.

@@ -249,23 +249,16 @@ pub(crate) fn parse_document(path: &Path, bytes: &[u8]) -> Result<Value, CliErro
     // A byte-order mark is not part of a document.
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let yaml = || serde_norway::from_slice::<Value>(bytes).map_err(|e| e.to_string());
-    let json = || {
-        serde_json::from_slice::<Value>(bytes).map_err(|e| match out_of_range(&e) {
-            true => Err(json_number_out_of_range(&path.display().to_string(), &e)),
-            false => Ok(e.to_string()),
-        })
-    };
     let (parsed, from_yaml) = match path.extension().and_then(|e| e.to_str()) {
         Some("yaml" | "yml") => (yaml(), true),
-        _ if crate::source::is_stdin(path) => match json() {
+        _ => match serde_json::from_slice::<Value>(bytes) {
             Ok(v) => (Ok(v), false),
-            Err(Err(out_of_range)) => return Err(out_of_range),
-            Err(Ok(e)) => (yaml().map_err(|_| e), true),
-        },
-        _ => match json() {
-            Ok(v) => (Ok(v), false),
-            Err(Err(out_of_range)) => return Err(out_of_range),
-            Err(Ok(e)) => (Err(e), false),
+            Err(e) if out_of_range(&e) => {
+                return Err(json_number_out_of_range(&path.display().to_string(), &e))
+            }
+            // Standard input is JSON, or else YAML.
+            Err(e) if crate::source::is_stdin(path) => (yaml().map_err(|_| e.to_string()), true),
+            Err(e) => (Err(e.to_string()), false),
         },
     };
     let value = parsed.map_err(|e| {

@@ -62,25 +62,19 @@ pub mod exit {
 /// output is the command's result, and a result that could not be written must not
 /// pass for a success (nor panic).
 pub fn emit(args: std::fmt::Arguments<'_>) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
-        cannot_write(&e);
-    }
+    write_or_exit(std::io::stdout().lock(), args);
 }
 
 /// [`emit`] through `anstream`, which strips styles where they are not wanted.
 pub fn emit_styled(args: std::fmt::Arguments<'_>) {
-    use std::io::Write;
-    let mut out = anstream::stdout().lock();
-    if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
-        cannot_write(&e);
-    }
+    write_or_exit(anstream::stdout().lock(), args);
 }
 
-fn cannot_write(e: &std::io::Error) -> ! {
-    eprintln!("error: cannot write to standard output: {e}");
-    std::process::exit(exit::UNREADABLE);
+fn write_or_exit(mut out: impl std::io::Write, args: std::fmt::Arguments<'_>) {
+    if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
+        eprintln!("error: cannot write to standard output: {e}");
+        std::process::exit(exit::UNREADABLE);
+    }
 }
 
 /// Should output to stderr be colored? Only on a terminal, and never with `NO_COLOR`.

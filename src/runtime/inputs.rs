@@ -231,11 +231,17 @@ pub fn decode_json_inputs(
     evidence: Option<&[u8]>,
     memory: Option<&[u8]>,
 ) -> Option<CompileInputs> {
+    /// A list document read as a member with `deserialize_with = "objects"` is.
+    struct Objects<T>(Vec<T>);
+    impl<'de, T: Deserialize<'de>> Deserialize<'de> for Objects<T> {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            objects(d).map(Objects)
+        }
+    }
     fn list<T: for<'de> Deserialize<'de>>(bytes: Option<&[u8]>) -> Option<Vec<T>> {
         match bytes {
             None => Some(Vec::new()),
-            Some(b) => from_json_bytes::<Option<Vec<Object<T>>>>(b)
-                .map(|items| items.unwrap_or_default().into_iter().map(|o| o.0).collect()),
+            Some(b) => from_json_bytes::<Objects<T>>(b).map(|o| o.0),
         }
     }
     Some(CompileInputs {
