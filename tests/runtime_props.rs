@@ -194,6 +194,19 @@ proptest! {
         prop_assert_eq!(bytes, cc.canonical_bytes());
         prop_assert!(b.allocations.values().sum::<u64>() <= b.available);
         prop_assert_eq!(b.available, b.total - b.fixed);
+        // `min` is a floor under `floor(available × share)`: every bucket gets at least
+        // its minimum, none gets more than its share rounded up, and when every share
+        // covers its minimum the shares alone decide.
+        let covered = c.buckets.iter().all(|&(_, ppm, _, min, _)| b.available * ppm / 1_000_000 >= min);
+        for &(i, ppm, _, min, _) in &c.buckets {
+            let tokens = b.allocations[NAMES[i]];
+            let exact = b.available * ppm / 1_000_000;
+            prop_assert!(tokens >= min, "{} under its min", NAMES[i]);
+            prop_assert!(tokens <= exact + 1 || tokens == min, "{} over its share", NAMES[i]);
+            if covered {
+                prop_assert!(tokens == exact || tokens == exact + 1, "{}: {} for {}", NAMES[i], tokens, exact);
+            }
+        }
 
         let mut used: BTreeMap<&str, u64> = BTreeMap::new();
         let mut rendered = HashSet::new();

@@ -232,27 +232,82 @@ pub(crate) fn allocate(
         }
         other => other?,
     };
-    let left = available - pinned;
     let free: Vec<(&BucketSpec, u64)> = buckets
         .iter()
         .zip(base)
         .filter(|(b, _)| !out.contains_key(&b.name))
         .collect();
+    let fitted = fit(&free, available - pinned, " and the pinned buckets")?;
+    out.extend(
+        free.iter()
+            .zip(fitted)
+            .map(|((b, _), t)| (b.name.clone(), t)),
+    );
+    Ok(out)
+}
+
+/// Every bucket's allotment, in `buckets` order: `floor(available × share)` with the
+/// tokens left by flooring going by largest remainder; a bucket whose allotment falls
+/// below its `min` gets its `min`, and the tokens that takes come first from what the
+/// shares leave unused, then from the other buckets (scaled down as for a pin).
+fn shares(buckets: &[BucketSpec], available: u64) -> Result<Vec<u64>, CompileError> {
+    let min_sum: u64 = buckets.iter().map(|b| b.min).fold(0, u64::saturating_add);
+    if min_sum > available {
+        return Err(exhausted(min_sum, available, ""));
+    }
+    let weights: Vec<u128> = buckets.iter().map(|b| u128::from(b.share_ppm)).collect();
+    let weight_sum: u128 = weights.iter().sum::<u128>().min(PPM);
+    let specs: Vec<&BucketSpec> = buckets.iter().collect();
+    let mut base = split(&specs, u128::from(available), &weights, weight_sum, PPM);
+    let lifted: u64 = buckets
+        .iter()
+        .zip(&base)
+        .filter(|(b, &t)| t < b.min)
+        .map(|(b, _)| b.min)
+        .sum();
+    if lifted == 0 {
+        return Ok(base);
+    }
+    // A lifted bucket is held at its `min` like a pin; the others keep their
+    // allotments unless what is left cannot hold them.
+    let free: Vec<(usize, (&BucketSpec, u64))> = buckets
+        .iter()
+        .zip(base.iter().copied())
+        .enumerate()
+        .filter(|(_, (b, t))| *t >= b.min)
+        .collect();
+    let pairs: Vec<(&BucketSpec, u64)> = free.iter().map(|(_, pair)| *pair).collect();
+    // `min_sum ≤ available`, so the minimums of the others fit in what is left.
+    let fitted = fit(&pairs, available - lifted, "")?;
+    for (tokens, b) in base.iter_mut().zip(buckets) {
+        *tokens = (*tokens).max(b.min);
+    }
+    for ((i, _), tokens) in free.iter().zip(fitted) {
+        base[*i] = tokens;
+    }
+    Ok(base)
+}
+
+/// The allotments of `free` (bucket, wanted) within `left` tokens: as wanted when they
+/// fit; otherwise every bucket keeps its `min` and the tokens above the minimums are
+/// split in proportion to what each wanted above its `min`, so they use all of `left`
+/// and none grows.
+fn fit(free: &[(&BucketSpec, u64)], left: u64, after: &str) -> Result<Vec<u64>, CompileError> {
     let wanted = free.iter().map(|(_, t)| *t).fold(0u64, u64::saturating_add);
     if wanted <= left {
-        out.extend(free.into_iter().map(|(b, t)| (b.name.clone(), t)));
-        return Ok(out);
+        return Ok(free.iter().map(|(_, t)| *t).collect());
     }
-    // The pins leave too little: keep every minimum, and scale what each base
-    // allotment has above its minimum to what is left above the minimums.
     let min_sum = free
         .iter()
         .map(|(b, _)| b.min)
         .fold(0u64, u64::saturating_add);
     if min_sum > left {
-        return Err(exhausted(min_sum, left, " and the pinned buckets"));
+        return Err(exhausted(min_sum, left, after));
     }
-    let above: Vec<u128> = free.iter().map(|(b, t)| u128::from(t - b.min)).collect();
+    let above: Vec<u128> = free
+        .iter()
+        .map(|(b, t)| u128::from(t.saturating_sub(b.min)))
+        .collect();
     let above_sum: u128 = above.iter().sum();
     let specs: Vec<&BucketSpec> = free.iter().map(|(b, _)| *b).collect();
     // `wanted > left ≥ min_sum`, so `above_sum > 0`.
@@ -263,29 +318,11 @@ pub(crate) fn allocate(
         above_sum,
         above_sum,
     );
-    for (b, tokens) in specs.iter().zip(scaled) {
-        out.insert(b.name.clone(), b.min + tokens);
-    }
-    Ok(out)
-}
-
-/// Every bucket's allotment from its `min` and share of `available`, in `buckets` order.
-fn shares(buckets: &[BucketSpec], available: u64) -> Result<Vec<u64>, CompileError> {
-    let min_sum: u64 = buckets.iter().map(|b| b.min).fold(0, u64::saturating_add);
-    if min_sum > available {
-        return Err(exhausted(min_sum, available, ""));
-    }
-    let weights: Vec<u128> = buckets.iter().map(|b| u128::from(b.share_ppm)).collect();
-    let weight_sum: u128 = weights.iter().sum::<u128>().min(PPM);
-    let specs: Vec<&BucketSpec> = buckets.iter().collect();
-    let split = split(
-        &specs,
-        u128::from(available - min_sum),
-        &weights,
-        weight_sum,
-        PPM,
-    );
-    Ok(buckets.iter().zip(split).map(|(b, t)| b.min + t).collect())
+    Ok(specs
+        .iter()
+        .zip(scaled)
+        .map(|(b, tokens)| b.min + tokens)
+        .collect())
 }
 
 /// Splits `amount × weight_sum / denominator` tokens by `weights / denominator`: floors
@@ -371,10 +408,27 @@ mod tests {
     }
 
     #[test]
-    fn minimums_first() {
+    fn a_minimum_is_a_floor_under_the_share() {
+        // Shares that cover the minimums: the formula alone.
         let buckets = [b("a", 50, 0, 10), b("b", 50, 0, 0)];
         let a = allocate(&buckets, 30, None).unwrap();
-        assert_eq!((a["a"], a["b"]), (20, 10));
+        assert_eq!((a["a"], a["b"]), (15, 15));
+        // 10% of 30 is under a's minimum: a gets 10, taken from b.
+        let buckets = [b("a", 10, 0, 10), b("b", 90, 0, 0)];
+        let a = allocate(&buckets, 30, None).unwrap();
+        assert_eq!((a["a"], a["b"]), (10, 20));
+        // ... or first from what the shares leave unused: b keeps its 15.
+        let buckets = [b("a", 10, 0, 10), b("b", 50, 0, 0)];
+        let a = allocate(&buckets, 30, None).unwrap();
+        assert_eq!((a["a"], a["b"]), (10, 15));
+        // Taking from the others keeps their minimums: c (60% of 30 = 18, min 15)
+        // gives only 3, d (30% = 9, min 0) gives the rest.
+        let buckets = [b("a", 10, 0, 10), b("c", 60, 0, 15), b("d", 30, 0, 0)];
+        let a = allocate(&buckets, 30, None).unwrap();
+        assert_eq!(a.values().sum::<u64>(), 30);
+        assert!(a["a"] == 10 && a["c"] >= 15, "{a:?}");
+        // Minimums over what is available: budget exhausted.
+        let buckets = [b("a", 50, 0, 10), b("b", 50, 0, 0)];
         let e = allocate(&buckets, 5, None).unwrap_err();
         assert_eq!((e.kind(), e.exit_code()), ("budget_exhausted", 5));
     }
@@ -403,7 +457,7 @@ mod tests {
 
     #[test]
     fn pins_scale_the_others_in_proportion_keeping_minimums() {
-        // Base: a 10 + 40% of 90 = 46, b 30% of 90 = 27, c 30% of 90 = 27.
+        // Base: a 40% of 100 = 40 (min 10), b 30, c 30.
         let buckets = [
             b("a", 40, 0, 10),
             b("b", 30, 0, 0),
@@ -411,16 +465,16 @@ mod tests {
             b("p", 0, 0, 0),
         ];
         let base = allocate(&buckets, 100, None).unwrap();
-        assert_eq!((base["a"], base["b"], base["c"]), (46, 27, 27));
+        assert_eq!((base["a"], base["b"], base["c"]), (40, 30, 30));
         // Pinning `p` to 50 leaves 50 for 100 wanted: minimums first (10), then the
-        // 40 tokens above them split 36:27:27 → 16, 12, 12.
+        // 40 tokens above them split 30:30:30 → 13.3 each: floors 13, and the one left
+        // goes to the higher priority (c).
         let explicit = BTreeMap::from([("p".to_owned(), 50)]);
         let a = allocate(&buckets, 100, Some(&explicit)).unwrap();
-        assert_eq!((a["a"], a["b"], a["c"], a["p"]), (26, 12, 12, 50));
-        // Remainders: 41 tokens above the minimums split 36:27:27 → 16.4, 12.3, 12.3:
-        // floors 16, 12, 12 and the one left goes to the largest remainder (a).
+        assert_eq!((a["a"], a["b"], a["c"], a["p"]), (23, 13, 14, 50));
+        // 41 tokens above the minimums → 13.7 each: two left, to c then a (by name).
         let a = allocate(&buckets, 100, Some(&BTreeMap::from([("p".to_owned(), 49)]))).unwrap();
-        assert_eq!((a["a"], a["b"], a["c"]), (27, 12, 12));
+        assert_eq!((a["a"], a["b"], a["c"]), (24, 13, 14));
         assert_eq!(a.values().sum::<u64>(), 100);
         // Pins that leave less than the minimums: budget exhausted.
         let e = allocate(&buckets, 100, Some(&BTreeMap::from([("p".to_owned(), 95)]))).unwrap_err();
