@@ -26,8 +26,15 @@ impl Packs {
     fn new() -> Packs {
         let dir = tempfile::tempdir().unwrap();
         let registry = Registry::open(dir.path().join("registry"));
-        for name in ["shop", "strict", "session"] {
-            let source = repo(&format!("tests/conformance/packs/{name}.ctxpack"));
+        let mut sources: Vec<PathBuf> = std::fs::read_dir(repo("tests/conformance/packs"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "ctxpack"))
+            .collect();
+        sources.sort();
+        assert!(sources.len() >= 4, "the conformance packs are there");
+        for source in sources {
+            let name = source.file_stem().unwrap().to_string_lossy().into_owned();
             let built = ctxpack::build::build_file(&source, &Default::default()).unwrap();
             std::fs::write(
                 dir.path().join(format!("{name}.json")),

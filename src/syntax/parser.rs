@@ -935,6 +935,10 @@ impl<'s> Driver<'s> {
         self.int_value(base, &int)
     }
 
+    /// Reports a field declared a second time (E0105). The first declaration holds:
+    /// callers assign through [`keep_first`], so the duplicate's value is not checked
+    /// further (it would only report the same mistake again, e.g. E0402 on a second
+    /// `risk`).
     fn duplicate_field(&mut self, seen: bool, keyword: Span, name: &str) {
         if seen {
             self.diags.push(
@@ -957,7 +961,7 @@ impl<'s> Driver<'s> {
                     let kw = self.first_span(base, &p);
                     self.duplicate_field(budget.total.is_some(), kw, "total");
                     if let Some(int) = p.into_inner().find(|q| q.as_rule() == Rule::int) {
-                        budget.total = self.int_value(base, &int).or(budget.total);
+                        keep_first(&mut budget.total, self.int_value(base, &int));
                     }
                 }
                 Rule::tokenizer_entry => {
@@ -965,10 +969,8 @@ impl<'s> Driver<'s> {
                     self.duplicate_field(budget.tokenizer.is_some(), kw, "tokenizer");
                     if let Some(t) = p.into_inner().find(|q| q.as_rule() == Rule::tokenizer_name) {
                         if let Some(value) = Tokenizer::parse(t.as_str()) {
-                            budget.tokenizer = Some(Spanned {
-                                value,
-                                span: self.abs(base, &t),
-                            });
+                            let span = self.abs(base, &t);
+                            keep_first(&mut budget.tokenizer, Some(Spanned { value, span }));
                         }
                     }
                 }
@@ -1014,19 +1016,19 @@ impl<'s> Driver<'s> {
                 Rule::share_field => {
                     self.duplicate_field(b.share.is_some(), kw, "share");
                     if let Some(v) = p.into_inner().find(|q| q.as_rule() == Rule::percent) {
-                        b.share = self.percent(base, &v).or(b.share);
+                        keep_first(&mut b.share, self.percent(base, &v));
                     }
                 }
                 Rule::priority_field => {
                     self.duplicate_field(b.priority.is_some(), kw, "priority");
                     if let Some(v) = p.into_inner().find(|q| q.as_rule() == Rule::int) {
-                        b.priority = self.int_value(base, &v).or(b.priority);
+                        keep_first(&mut b.priority, self.int_value(base, &v));
                     }
                 }
                 Rule::min_field => {
                     self.duplicate_field(b.min.is_some(), kw, "min");
                     if let Some(v) = p.into_inner().find(|q| q.as_rule() == Rule::int) {
-                        b.min = self.int_value(base, &v).or(b.min);
+                        keep_first(&mut b.min, self.int_value(base, &v));
                     }
                 }
                 Rule::overflow_field => {
@@ -1037,10 +1039,8 @@ impl<'s> Driver<'s> {
                             "error" => Overflow::Error,
                             _ => Overflow::Drop,
                         };
-                        b.overflow = Some(Spanned {
-                            value,
-                            span: self.abs(base, &v),
-                        });
+                        let span = self.abs(base, &v);
+                        keep_first(&mut b.overflow, Some(Spanned { value, span }));
                     }
                 }
                 _ => {}
@@ -1068,16 +1068,18 @@ impl<'s> Driver<'s> {
                 Rule::description_field => {
                     self.duplicate_field(tool.description.is_some(), kw, "description");
                     if let Some(s) = inner.next() {
-                        tool.description = Some(self.string(base, s));
+                        let description = self.string(base, s);
+                        keep_first(&mut tool.description, Some(description));
                     }
                 }
                 Rule::kind_field => {
                     self.duplicate_field(tool.kind.is_some(), kw, "kind");
-                    tool.kind = inner.next().map(|s| self.ident(base, &s));
+                    let kind = inner.next().map(|s| self.ident(base, &s));
+                    keep_first(&mut tool.kind, kind);
                 }
                 Rule::risk_field => {
                     self.duplicate_field(tool.risk.is_some(), kw, "risk");
-                    tool.risk = inner.next().map(|s| Spanned {
+                    let risk = inner.next().map(|s| Spanned {
                         value: match s.as_str() {
                             "medium" => Risk::Medium,
                             "high" => Risk::High,
@@ -1086,10 +1088,11 @@ impl<'s> Driver<'s> {
                         },
                         span: self.abs(base, &s),
                     });
+                    keep_first(&mut tool.risk, risk);
                 }
                 Rule::approval_field => {
                     self.duplicate_field(tool.approval.is_some(), kw, "approval");
-                    tool.approval = inner.next().map(|s| Spanned {
+                    let approval = inner.next().map(|s| Spanned {
                         value: match s.as_str() {
                             "confirm" => Approval::Confirm,
                             "review" => Approval::Review,
@@ -1097,6 +1100,7 @@ impl<'s> Driver<'s> {
                         },
                         span: self.abs(base, &s),
                     });
+                    keep_first(&mut tool.approval, approval);
                 }
                 Rule::input_field => {
                     self.duplicate_field(tool.input.is_some(), kw, "input");
@@ -1127,7 +1131,7 @@ impl<'s> Driver<'s> {
                             }
                         })
                         .collect();
-                    tool.input = Some(decls);
+                    keep_first(&mut tool.input, Some(decls));
                 }
                 _ => {}
             }
@@ -1171,12 +1175,13 @@ impl<'s> Driver<'s> {
                 Rule::description_field => {
                     self.duplicate_field(intent.description.is_some(), kw, "description");
                     if let Some(s) = inner.next() {
-                        intent.description = Some(self.string(base, s));
+                        let description = self.string(base, s);
+                        keep_first(&mut intent.description, Some(description));
                     }
                 }
                 Rule::safety_field => {
                     self.duplicate_field(intent.safety.is_some(), kw, "safety");
-                    intent.safety = inner.next().map(|s| Spanned {
+                    let safety = inner.next().map(|s| Spanned {
                         value: match s.as_str() {
                             "supervised" => SafetyMode::Supervised,
                             "reviewed" => SafetyMode::Reviewed,
@@ -1184,6 +1189,7 @@ impl<'s> Driver<'s> {
                         },
                         span: self.abs(base, &s),
                     });
+                    keep_first(&mut intent.safety, safety);
                 }
                 Rule::tools_field => {
                     self.duplicate_field(saw_tools, kw, "tools");
@@ -1195,7 +1201,8 @@ impl<'s> Driver<'s> {
                 Rule::task_field => {
                     self.duplicate_field(intent.task.is_some(), kw, "task");
                     if let Some(s) = inner.next() {
-                        intent.task = Some(self.string(base, s));
+                        let task = self.string(base, s);
+                        keep_first(&mut intent.task, Some(task));
                     }
                 }
                 Rule::intent_budget => {
@@ -1211,10 +1218,13 @@ impl<'s> Driver<'s> {
                             overrides.push((bucket, share));
                         }
                     }
-                    intent.budget = Some(IntentBudget {
-                        keyword: kw,
-                        overrides,
-                    });
+                    keep_first(
+                        &mut intent.budget,
+                        Some(IntentBudget {
+                            keyword: kw,
+                            overrides,
+                        }),
+                    );
                 }
                 _ => {}
             }
@@ -1879,5 +1889,12 @@ fn syntax_help(expected: &[&str]) -> Option<String> {
         Some("items start with `import`, `description`, `context`, `prompt`, `budget`, `tool`, `prohibit`, `intent`, `redactor`, `policy` or `block`".to_owned())
     } else {
         None
+    }
+}
+
+/// Assigns a field's value unless an earlier declaration already set it.
+fn keep_first<T>(slot: &mut Option<T>, value: Option<T>) {
+    if slot.is_none() {
+        *slot = value;
     }
 }
