@@ -1,10 +1,13 @@
 //! Stage 6: token budget allocation, in integer arithmetic only.
 //!
-//! 1. Every bucket's *base* allotment: first its `min` (if the minimums do not fit:
-//!    `budget_exhausted`, exit 5); the rest `R` is split by share,
-//!    `floor(R × share_ppm / 1e6)` each, and the tokens left by flooring —
-//!    `floor(R × Σshare_ppm / 1e6) − Σfloors`, fewer than the number of buckets — go one
-//!    at a time by largest remainder, ties by higher priority, then name.
+//! 1. Every bucket's *base* allotment is its share of `available`,
+//!    `floor(available × share_ppm / 1e6)`, and the tokens left by flooring —
+//!    `floor(available × Σshare_ppm / 1e6) − Σfloors`, fewer than the number of
+//!    buckets — go one at a time by largest remainder, ties by higher priority, then
+//!    name. A `min` is a floor under that share (Σmin > `available` is
+//!    `budget_exhausted`, exit 5): a bucket whose share is smaller is held at its
+//!    `min` as if pinned there, and the others are fitted into what is left as for a
+//!    pin (step 2).
 //! 2. Buckets named by the run's `bucket_tokens` (pins) get exactly that many tokens
 //!    (their sum may not exceed `available`: exit 4). A pin moves only its own bucket:
 //!    every other bucket keeps its base allotment, unless what the pins leave,
