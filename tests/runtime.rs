@@ -1723,3 +1723,31 @@ fn direct_serialization_is_canonical() {
         assert_eq!(cc.context_ledger.hash, content_hash(&v));
     }
 }
+
+#[test]
+fn an_optional_member_given_as_null_is_absent() {
+    for (doc, member) in [
+        ("run", "tenant"),
+        ("run", "user"),
+        ("run", "permissions"),
+        ("run", "prohibitions"),
+        ("run", "budget"),
+        ("request", "context"),
+        ("request", "history"),
+    ] {
+        let null = compile_with(pack(), |r, q, _, _| {
+            let target = if doc == "run" { r } else { q };
+            target[member] = Value::Null;
+        })
+        .map(|cc| cc.canonical_bytes())
+        .map_err(|e| e.to_string());
+        let absent = compile_with(pack(), |r, q, _, _| {
+            let target = if doc == "run" { r } else { q };
+            target.as_object_mut().unwrap().remove(member);
+        })
+        .map(|cc| cc.canonical_bytes())
+        .map_err(|e| e.to_string());
+        // (This pack requires context fields: without a context both fail alike.)
+        assert_eq!(null, absent, "{doc}.{member}");
+    }
+}

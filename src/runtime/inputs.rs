@@ -50,8 +50,8 @@ pub struct RunContext {
     pub safety_mode: SafetyMode,
     #[serde(default)]
     pub tenant: Option<String>,
-    /// Absent means an anonymous user with no roles.
-    #[serde(default, deserialize_with = "object")]
+    /// Absent (or `null`) means an anonymous user with no roles.
+    #[serde(default, deserialize_with = "object_or_default")]
     pub user: RunUser,
 }
 
@@ -177,6 +177,15 @@ where
     T: Deserialize<'de>,
 {
     Ok(Option::<Object<T>>::deserialize(d)?.map(|o| o.0))
+}
+
+/// An optional struct member read through [`Object`], `null` being its default.
+fn object_or_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(optional_object(d)?.unwrap_or_default())
 }
 
 /// A list of structs, each read through [`Object`]; `null` is the empty list.
