@@ -369,6 +369,10 @@ fn accepted_inputs() -> Vec<(&'static str, Value)> {
             json!({"run_id": "", "safety_mode": "autonomous",
                    "budget": {"total_tokens": null, "tokenizer": null, "bucket_tokens": null}}),
         ),
+        (
+            "run",
+            json!({"run_id": "r", "safety_mode": "autonomous", "user": null, "budget": null}),
+        ),
         ("request", request()),
         (
             "request",
@@ -431,7 +435,6 @@ fn refused_inputs() -> Vec<(&'static str, &'static str, Value)> {
             "run",
             with(run(), "safty_mode", json!("reviewed")),
         ),
-        ("null user", "run", with(run(), "user", Value::Null)),
         (
             "unknown user member",
             "run",

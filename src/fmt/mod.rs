@@ -48,7 +48,8 @@ use crate::span::Span;
 /// Why a file could not be formatted.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum FormatError {
-    /// The file has syntax errors (E0001); it is not reformatted.
+    /// The file has syntax errors (E0001, or E0205 for `json { ... }` that is not
+    /// JSON); it is not reformatted.
     #[error("the file has {} syntax error{}; fix {} before formatting", .0.len(), if .0.len() == 1 { "" } else { "s" }, if .0.len() == 1 { "it" } else { "them" })]
     Syntax(Vec<Diagnostic>),
     /// The formatter could not lay the file out without changing it (a bug).
@@ -62,7 +63,10 @@ pub fn format(source: &str) -> Result<String, FormatError> {
     let (_, diagnostics) = crate::syntax::parse(source);
     let syntax: Vec<Diagnostic> = diagnostics
         .into_iter()
-        .filter(|d| d.code == "E0001")
+        .filter(|d| {
+            d.code == "E0001"
+                || (d.code == "E0205" && d.message.starts_with(crate::syntax::MALFORMED_JSON))
+        })
         .collect();
     if !syntax.is_empty() {
         return Err(FormatError::Syntax(syntax));

@@ -184,6 +184,16 @@ fn refuses_syntax_errors() {
 }
 
 #[test]
+fn refuses_json_that_is_not_json() {
+    // Reported as E0205 by the checker, but there is no JSON to lay out.
+    let src = format!("{HEAD}policy p {{\n  when json {{\"==\": [1, 2,]}}\n  refuse \"x\"\n}}\n");
+    assert!(matches!(format(&src), Err(FormatError::Syntax(d)) if d[0].code == "E0205"));
+    // Well-formed JSON with an unknown operator is E0205 too, and is formatted.
+    let src = format!("{HEAD}policy p {{\n  when json {{\"nope\": [1, 2]}}\n  refuse \"x\"\n}}\n");
+    assert!(format(&src).is_ok());
+}
+
+#[test]
 fn empty_file_and_only_comments() {
     assert_eq!(fmt(""), "");
     assert_eq!(

@@ -1386,7 +1386,7 @@ impl<'s> Driver<'s> {
                     Ok(v) => ExprKind::Json(Some(v)),
                     Err(e) => {
                         self.diags.push(
-                            Diagnostic::new("E0205", span, format!("malformed JSON in `json {{ ... }}`: {e}"))
+                            Diagnostic::new("E0205", span, format!("{MALFORMED_JSON}: {e}"))
                                 .with_label("not valid JSON")
                                 .with_help("write a JSON object, e.g. `json { \"==\": [{ \"var\": \"ctx.a\" }, 1] }`"),
                         );
@@ -1765,9 +1765,7 @@ fn describe(rule: Rule) -> Option<&'static str> {
         Rule::not_op => "`not`",
         Rule::escape => "an escape (`\\\"`, `\\\\`, `\\n`, `\\t`, `\\u{...}`, `\\{{`)",
         Rule::json_object => "a JSON object",
-        Rule::json_value => "a JSON value",
         Rule::json_string => "a JSON string",
-        Rule::json_pair => "a JSON member",
         Rule::refuse_effect
         | Rule::escalate_effect
         | Rule::require_effect
@@ -1891,6 +1889,10 @@ fn syntax_help(expected: &[&str]) -> Option<String> {
         None
     }
 }
+
+/// How E0205 begins for `json { ... }` text that is not JSON at all: the formatter
+/// treats it as a syntax error (it cannot lay out what is not JSON).
+pub const MALFORMED_JSON: &str = "malformed JSON in `json { ... }`";
 
 /// Assigns a field's value unless an earlier declaration already set it.
 fn keep_first<T>(slot: &mut Option<T>, value: Option<T>) {
