@@ -19,16 +19,12 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
         .iter()
         .filter_map(|b| b.share_ppm.map(|s| (b.name.as_str(), s)))
         .collect();
-    // A duplicated bucket is E0101; which of its shares counts is then anyone's
-    // guess, so the sums are not checked until it is fixed.
-    let duplicated = shares.len()
-        != budget
-            .buckets
-            .iter()
-            .filter(|b| b.share_ppm.is_some())
-            .count();
+    // A duplicated bucket is E0101, a bucket without a share E0103; the sums are then
+    // anyone's guess, so they are not checked until that is fixed.
+    let unknown = budget.buckets.iter().any(|b| b.share_ppm.is_none())
+        || shares.len() != budget.buckets.len();
     let sum: u64 = shares.values().sum();
-    if duplicated {
+    if unknown {
     } else if sum > PPM {
         let mut d = Diagnostic::new(
             "E0501",
@@ -54,7 +50,9 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
             .with_help("raise some `share`s so that they sum to 100%"),
         );
     }
-    for intent in pack.intents.iter().filter(|_| !duplicated) {
+    // Over 100% already: the pack's E0501 is the mistake; an intent's sums are
+    // checked once the pack's shares are right.
+    for intent in pack.intents.iter().filter(|_| !unknown && sum <= PPM) {
         let Some(o) = &intent.budget else { continue };
         let mut effective = shares.clone();
         for (bucket, share) in &o.overrides {
@@ -101,7 +99,13 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
     };
 
     if let Some((total, total_span)) = total {
-        for b in &budget.buckets {
+        // A second bucket of a name is E0101 and not checked further.
+        let mut named = std::collections::HashSet::new();
+        for b in budget
+            .buckets
+            .iter()
+            .filter(|b| named.insert(b.name.as_str()))
+        {
             let (Some((min, min_span)), Some(share)) = (b.min, b.share_ppm) else {
                 continue;
             };

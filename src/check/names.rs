@@ -8,7 +8,9 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
         for tool in &intent.tools {
             resolve(pack, SymbolKind::Tool, tool, diags);
         }
-        if let Some(b) = &intent.budget {
+        // Without a budget (missing, or one that did not parse) the buckets are
+        // unknown: the budget's own diagnostic is the mistake, as for blocks below.
+        if let (Some(b), Some(_)) = (&intent.budget, &pack.budget) {
             for (bucket, _) in &b.overrides {
                 resolve(pack, SymbolKind::Bucket, bucket, diags);
             }

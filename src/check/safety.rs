@@ -47,7 +47,9 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
         prohibited: &unused_excepted,
         permitted: &permitted,
         // A broken intent may permit any tool: W0401 would be a guess.
-        intent_broken: pack.broken.iter().any(|d| d.kind == SymbolKind::Intent),
+        // So may a pack whose header did not parse: it may be a library.
+        intent_broken: pack.header_broken
+            || pack.broken.iter().any(|d| d.kind == SymbolKind::Intent),
     };
     for tool in &pack.tools {
         risk_and_approval(tool, diags);

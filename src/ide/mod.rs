@@ -267,6 +267,7 @@ impl Analysis {
         let checked = Checked {
             ast: crate::syntax::ast::File {
                 header: None,
+                header_broken: false,
                 items: Vec::new(),
             },
             pack: crate::ir::Pack::default(),

@@ -126,10 +126,12 @@ impl BodyOut {
 
 impl<'a> Builder<'a> {
     fn header(&mut self, file: &ast::File) {
+        self.pack.header_broken = file.header_broken;
         let Some(h) = &file.header else {
             // With items, the parser has said that the header is missing (E0001). An
             // empty file, or one of comments only, declares nothing: it is not a pack.
-            if file.items.is_empty() {
+            // A header that did not parse has been reported already.
+            if file.items.is_empty() && !file.header_broken {
                 self.diags.push(
                     Diagnostic::new("E0103", Span::new(0, 0), "the file declares no pack: the `pack` header is missing")
                         .with_label("expected `pack \"scope/name\" version \"X.Y.Z\"` here")
@@ -578,7 +580,8 @@ impl<'a> Builder<'a> {
                 }
             }
             // A second definition was reported (E0101); checking its body too
-            // would report the first mistake again in other words (E0401, ...).
+            // would report the first mistake again in other words (E0401, E0301,
+            // E0106, ...). So for every named item below.
             ItemKind::Tool(t) if self.is_first(SymbolKind::Tool, &t.name) => {
                 let tool = tool(t, item.doc.clone(), &mut out.diags);
                 self.pack.tools.push(tool);
@@ -592,17 +595,26 @@ impl<'a> Builder<'a> {
                     });
                 }
             }
-            ItemKind::Intent(i) => self.intent(item, i, seen, out),
-            ItemKind::Redactor(r) => self.pack.redactors.push(redactor(item, r)),
-            ItemKind::Policy(p) => {
+            ItemKind::Intent(i) if self.is_first(SymbolKind::Intent, &i.name) => {
+                self.intent(item, i, seen, out)
+            }
+            ItemKind::Redactor(r) if self.is_first(SymbolKind::Redactor, &r.name) => {
+                self.pack.redactors.push(redactor(item, r))
+            }
+            ItemKind::Policy(p) if self.is_first(SymbolKind::Policy, &p.name) => {
                 let policy = policy(&self.pack, item, p, out);
                 self.pack.policies.push(policy);
             }
-            ItemKind::Block(bl) => {
+            ItemKind::Block(bl) if self.is_first(SymbolKind::Block, &bl.name) => {
                 let block = block(&self.pack, item, bl, out);
                 self.pack.blocks.push(block);
             }
-            ItemKind::Context(_) | ItemKind::Broken(_) => {}
+            ItemKind::Intent(_)
+            | ItemKind::Redactor(_)
+            | ItemKind::Policy(_)
+            | ItemKind::Block(_)
+            | ItemKind::Context(_)
+            | ItemKind::Broken(_) => {}
         }
     }
 
@@ -744,7 +756,7 @@ impl<'a> Builder<'a> {
         if broken(BrokenKind::Budget) {
             seen.budget = seen.budget.or(Some(self.pack.header_span));
         }
-        if !self.pack.library && file.header.is_some() {
+        if !self.pack.library && file.header.is_some() && !file.header_broken {
             let at = self.pack.header_span;
             let pack = self.pack.name.clone();
             if seen.system.is_none() {

@@ -38,7 +38,24 @@ impl Checker<'_> {
     /// Types a policy condition and lowers it to JsonLogic.
     pub fn condition(&mut self, expr: &Expr) -> Value {
         let before = self.diags.iter().filter(|d| d.is_error()).count();
+        let first = self.diags.len();
         let typed = self.expr(expr, &[]);
+        // E0204 is reported at the whole condition (its operand labelled), like a whole
+        // condition that is not boolean.
+        for d in &mut self.diags[first..] {
+            if d.code == "E0204" && d.span != expr.span {
+                let operand = std::mem::replace(&mut d.span, expr.span);
+                let label =
+                    std::mem::replace(&mut d.label, "condition with a non-boolean operand".into());
+                d.labels.insert(
+                    0,
+                    crate::diagnostic::Label {
+                        span: operand,
+                        message: label,
+                    },
+                );
+            }
+        }
         let failed = self.diags.iter().filter(|d| d.is_error()).count() > before;
         if !failed && !matches!(typed.ty, Ty::Bool | Ty::Any | Ty::Error) {
             self.diags.push(

@@ -80,6 +80,10 @@ pub struct Pack {
     pub name: String,
     pub version: String,
     pub library: bool,
+    /// The header did not parse in full (E0001): whether this is a library is unknown,
+    /// so the checks that depend on it (items an application needs, unused tools) are
+    /// skipped.
+    pub header_broken: bool,
     /// The header's `pack` keyword; item-level "missing" diagnostics point here.
     pub header_span: Span,
     pub description: Option<String>,

@@ -11,6 +11,10 @@ use crate::span::Span;
 #[derive(Debug, Clone, PartialEq)]
 pub struct File {
     pub header: Option<Header>,
+    /// The file starts with a `pack` header that did not parse (E0001 reported): what
+    /// the header would have said (its name, whether it is a `library`) is unknown, so
+    /// checks that depend on it are skipped.
+    pub header_broken: bool,
     /// Shared: a reparse keeps the items before an edit without copying them.
     pub items: Vec<std::sync::Arc<Item>>,
 }

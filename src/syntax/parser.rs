@@ -77,8 +77,13 @@ pub fn reparse_at(
     let delta = edit.delta();
     let region = Region::parse(old_file, old_diags, new, edit)?;
     let items = &old_file.items;
+    let header_broken = match &old_file.header {
+        Some(h) => Driver::new(new).header_trailing(h.span.end),
+        None => old_file.header_broken,
+    };
     let mut file = File {
         header: old_file.header.clone(),
+        header_broken,
         items: items[..region.first].to_vec(),
     };
     file.items
@@ -293,6 +298,10 @@ impl<'s> Driver<'s> {
         // A `pack` header that failed to parse has been reported; it is not also
         // "missing".
         let mut header_attempted = false;
+        // Something on the header's line that is not an item (`librar`): the header
+        // did not say all it meant to.
+        let mut header_trailing = false;
+        let mut missing_reported = false;
         let mut items = Vec::new();
         while pos < self.source.len() {
             let rest = &self.source[pos..];
@@ -310,17 +319,20 @@ impl<'s> Driver<'s> {
                                 .with_label("second header")
                                 .with_help("a file declares exactly one pack"),
                             );
-                        } else if !items.is_empty() {
-                            self.diags.push(
-                                Diagnostic::new("E0001", h.keyword, "the `pack` header must be the first item")
-                                    .with_label("header after other items")
-                                    .with_help("move `pack \"scope/name\" version \"X.Y.Z\"` to the top of the file"),
-                            );
-                            header = Some(h);
                         } else {
+                            // Items before it were reported as "expected the pack
+                            // header" once; that is the mistake, not this header.
+                            if !items.is_empty() && !missing_reported {
+                                self.diags.push(
+                                    Diagnostic::new("E0001", h.keyword, "the `pack` header must be the first item")
+                                        .with_label("header after other items")
+                                        .with_help("move `pack \"scope/name\" version \"X.Y.Z\"` to the top of the file"),
+                                );
+                            }
                             header = Some(h);
                         }
                         pos = self.skip_trivia(end);
+                        header_trailing |= self.header_trailing(end);
                     }
                     Err(error_at) => {
                         header_attempted = true;
@@ -336,10 +348,12 @@ impl<'s> Driver<'s> {
                         .with_label("expected `pack` here")
                         .with_help("a file starts with `pack \"scope/name\" version \"X.Y.Z\"`"),
                 );
+                missing_reported = true;
             }
             pos = self.item_at(pos, &mut items);
         }
         File {
+            header_broken: header_trailing || (header.is_none() && header_attempted),
             header,
             items: items.into_iter().map(std::sync::Arc::new).collect(),
         }
@@ -454,7 +468,10 @@ impl<'s> Driver<'s> {
             n => format!("{} or {}", names[..n - 1].join(", "), names[n - 1]),
         };
         let span = if at >= self.source.len() {
-            Span::new(self.source.len(), self.source.len())
+            // At the end of the file: just after its last token, on that token's line
+            // (not on the empty line a final newline starts).
+            let end = self.source.trim_end().len();
+            Span::new(end, end)
         } else {
             Span::new(at, found_end)
         };
@@ -614,6 +631,16 @@ impl<'s> Driver<'s> {
     fn span_at(&self, base: usize, pair: &Pair<'_, Rule>) -> Span {
         let s = pair.as_span();
         Span::new(base + s.start(), base + s.end())
+    }
+
+    /// Does something that starts no item follow the header (which ends at `end`) on
+    /// its line, such as a misspelt `library`?
+    fn header_trailing(&self, end: usize) -> bool {
+        let pos = self.skip_trivia(end);
+        let next = &self.source[pos..];
+        pos < self.source.len()
+            && !self.source[end..pos].contains('\n')
+            && !ITEM_KEYWORDS.iter().any(|k| starts_with_word(next, k))
     }
 
     fn skip_trivia(&self, mut pos: usize) -> usize {
@@ -1214,7 +1241,13 @@ impl<'s> Driver<'s> {
                             continue;
                         };
                         let bucket = self.ident(base, &n);
-                        if let Some(share) = self.percent(base, &v) {
+                        let share = self.percent(base, &v);
+                        // The same bucket twice: the first share holds, as for fields.
+                        let seen = overrides
+                            .iter()
+                            .any(|(b, _): &(Ident, _)| b.name == bucket.name);
+                        self.duplicate_field(seen, bucket.span, &bucket.name);
+                        if let (Some(share), false) = (share, seen) {
                             overrides.push((bucket, share));
                         }
                     }
