@@ -1293,7 +1293,7 @@ fn provider_bodies_send_only_the_tools_the_budget_kept() {
 }
 
 #[test]
-fn provider_bodies_send_each_tool_once_and_the_bucket_counts_its_definition() {
+fn provider_bodies_put_tool_blocks_in_the_system_text_and_tools_in_the_array() {
     let cc = ok();
     let tools: Vec<&ctxpack::runtime::ContextBlock> = cc
         .compiled_prompt
@@ -1331,9 +1331,14 @@ fn provider_bodies_send_each_tool_once_and_the_bucket_counts_its_definition() {
         (&anthropic, anthropic["system"].as_str().unwrap()),
     ] {
         assert_eq!(body["tools"].as_array().unwrap().len(), 2);
-        for block in &tools {
-            assert!(!system.contains(&*block.text), "{system}");
-            assert!(!system.contains(&format!("{}:", block.id)), "{system}");
+        // Trusted text goes to the system position, the tools blocks included.
+        for block in cc
+            .compiled_prompt
+            .context_blocks
+            .iter()
+            .filter(|b| b.trust == ctxpack::runtime::Trust::Trusted)
+        {
+            assert!(system.contains(&*block.text), "{system}");
         }
     }
 }

@@ -3,15 +3,16 @@
 //! A refused compile (`runtime_controls.must_refuse`) has no body: both renders return
 //! [`Refused`] instead, so a host cannot send what the pack refused by accident.
 //!
-//! Trusted text (system, developer, task, and the `policy` and static blocks) goes to
-//! the system positions; untrusted evidence and memory go only in the final user turn,
-//! before the user's message (redacted like every other text the model receives);
-//! history becomes the provider's turns. Sections are joined by a blank line.
+//! Trusted text (system, developer, task, and the `policy`, `tools` and static blocks)
+//! goes to the system positions; untrusted evidence and memory go only in the final
+//! user turn, before the user's message (redacted like every other text the model
+//! receives); history becomes the provider's turns. Sections are joined by a blank
+//! line.
 //!
-//! Tools are sent once, in the provider's `tools` array with their JSON Schemas: a
-//! surfaced tool whose `tools` block the budget kept. The block's text (name,
-//! description and schema) is what the `tools` bucket counted, so the body costs what
-//! the budget report says; the block itself is not repeated in the system text.
+//! A surfaced tool whose `tools` block the budget kept is also sent in the provider's
+//! `tools` array with its JSON Schema, so the model can call it. The block's text
+//! (name, description and schema), in the system text, is what the `tools` bucket
+//! counted; the `tools` array is the provider's own framing, which no budget counts.
 //!
 //! - **OpenAI Chat Completions**: a `system` message with the system prompt, then a
 //!   second `system` message with developer + task + trusted blocks. We use a second
@@ -69,7 +70,7 @@ fn trusted_text(cc: &CompiledContext, with_system: bool) -> String {
     parts.extend(
         p.context_blocks
             .iter()
-            .filter(|b| b.trust == Trust::Trusted && b.source != BlockSource::Tool)
+            .filter(|b| b.trust == Trust::Trusted)
             .map(|b| &*b.text),
     );
     join(parts)
