@@ -260,8 +260,22 @@ impl Checker<'_> {
                 lhs,
                 rhs,
             } => {
-                let l = self.expr(lhs, guards);
-                let r = self.expr(rhs, guards);
+                // `x == null` and `x != null` test presence themselves: the path
+                // needs no `exists()` guard there.
+                let null_test = matches!(op, CmpOp::Eq | CmpOp::Ne)
+                    && [lhs, rhs]
+                        .iter()
+                        .any(|e| matches!(strip(e).kind, ExprKind::Null));
+                let mut presence = guards.to_vec();
+                if null_test {
+                    for side in [lhs, rhs] {
+                        if let ExprKind::Path(p) = &strip(side).kind {
+                            presence.push(p.clone());
+                        }
+                    }
+                }
+                let l = self.expr(lhs, &presence);
+                let r = self.expr(rhs, &presence);
                 self.compare(*op, *op_span, lhs, &l.ty, rhs, &r.ty);
                 let name = match op {
                     CmpOp::Eq => "===",
@@ -637,6 +651,18 @@ fn compatible(a: &Ty, b: &Ty) -> bool {
 fn collect_guards(e: &Expr, out: &mut Vec<String>) {
     match &e.kind {
         ExprKind::Exists(p, _) => out.push(p.clone()),
+        // `x != null`, as `exists(x)`.
+        ExprKind::Cmp {
+            op: CmpOp::Ne,
+            lhs,
+            rhs,
+            ..
+        } => match (&strip(lhs).kind, &strip(rhs).kind) {
+            (ExprKind::Path(p), ExprKind::Null) | (ExprKind::Null, ExprKind::Path(p)) => {
+                out.push(p.clone())
+            }
+            _ => {}
+        },
         ExprKind::Paren(inner) => collect_guards(inner, out),
         ExprKind::And(items) => items.iter().for_each(|i| collect_guards(i, out)),
         _ => {}
