@@ -496,12 +496,17 @@ fn import_conflicts_and_cycles() {
     // Two imports define `shared`: E0704 at the second import, pointing at both.
     let two = "pack \"acme/x\" version \"1.0.0\" library\nimport \"acme/a\" version \"1.0.0\"\nimport \"acme/c\" version \"1.0.0\"\n";
     assert_eq!(codes(two), [("E0704".to_owned(), 3)]);
-    // A local definition clashing with an imported one.
+    // A local definition clashing with an imported one: E0704 at the later of the two.
     let local = format!(
         "pack \"acme/x\" version \"1.0.0\" library\nimport \"acme/a\" version \"1.0.0\"\n{}",
         tool("shared")
     );
-    assert_eq!(codes(&local), [("E0704".to_owned(), 2)]);
+    assert_eq!(codes(&local), [("E0704".to_owned(), 3)]);
+    let local_first = format!(
+        "pack \"acme/x\" version \"1.0.0\" library\n{}import \"acme/a\" version \"1.0.0\"\n",
+        tool("shared")
+    );
+    assert_eq!(codes(&local_first), [("E0704".to_owned(), 3)]);
     // A diamond (b brings a's `shared` again, from the same origin) is no conflict.
     let diamond = "pack \"acme/x\" version \"1.0.0\" library\nimport \"acme/a\" version \"1.0.0\"\nimport \"acme/b\" version \"1.0.0\"\n";
     assert_eq!(codes(diamond), []);

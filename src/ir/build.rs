@@ -401,14 +401,21 @@ impl<'a> Builder<'a> {
                 existing => {
                     let other =
                         existing.map_or_else(|| "this pack".to_owned(), |e| format!("`{e}`"));
+                    // The primary span is the later of the two in the file.
+                    let brings = format!("brings in {} `{name}`", kind.as_str());
+                    let (primary, label, secondary, secondary_label) = if first.start > at.start {
+                        (first, "defined again here".to_owned(), at, brings)
+                    } else {
+                        (at, brings, first, "already defined here".to_owned())
+                    };
                     self.diags.push(
                         Diagnostic::new(
                             "E0704",
-                            at,
+                            primary,
                             format!("{} `{name}` imported from `{via}` conflicts with the one from {other}", kind.as_str()),
                         )
-                        .with_label(format!("brings in {} `{name}`", kind.as_str()))
-                        .with_secondary(first, "already defined here")
+                        .with_label(label)
+                        .with_secondary(secondary, secondary_label)
                         .with_help("rename one of them in its own pack, or import only one of the packs"),
                     );
                     return true;
