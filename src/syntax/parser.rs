@@ -329,10 +329,10 @@ impl<'s> Driver<'s> {
                                         .with_help("move `pack \"scope/name\" version \"X.Y.Z\"` to the top of the file"),
                                 );
                             }
+                            header_trailing = self.header_trailing(end);
                             header = Some(h);
                         }
                         pos = self.skip_trivia(end);
-                        header_trailing |= self.header_trailing(end);
                     }
                     Err(error_at) => {
                         header_attempted = true;
