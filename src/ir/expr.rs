@@ -3,6 +3,7 @@
 //! A path that failed to resolve types as [`Ty::Error`], which every check accepts
 //! silently: one mistake, one diagnostic.
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use serde_json::{json, Value};
@@ -262,18 +263,10 @@ impl Checker<'_> {
             } => {
                 // `x == null` and `x != null` test presence themselves: the path
                 // needs no `exists()` guard there.
-                let null_test = matches!(op, CmpOp::Eq | CmpOp::Ne)
-                    && [lhs, rhs]
-                        .iter()
-                        .any(|e| matches!(strip(e).kind, ExprKind::Null));
-                let mut presence = guards.to_vec();
-                if null_test {
-                    for side in [lhs, rhs] {
-                        if let ExprKind::Path(p) = &strip(side).kind {
-                            presence.push(p.clone());
-                        }
-                    }
-                }
+                let presence: Cow<'_, [String]> = match null_tested(*op, lhs, rhs) {
+                    Some(path) => Cow::Owned([guards, std::slice::from_ref(path)].concat()),
+                    None => Cow::Borrowed(guards),
+                };
                 let l = self.expr(lhs, &presence);
                 let r = self.expr(rhs, &presence);
                 self.compare(*op, *op_span, lhs, &l.ty, rhs, &r.ty);
@@ -647,6 +640,17 @@ fn compatible(a: &Ty, b: &Ty) -> bool {
     }
 }
 
+/// The path compared with `null` by `==` or `!=` (`ctx.a != null`, `null == ctx.a`).
+fn null_tested<'e>(op: CmpOp, lhs: &'e Expr, rhs: &'e Expr) -> Option<&'e String> {
+    if !matches!(op, CmpOp::Eq | CmpOp::Ne) {
+        return None;
+    }
+    match (&strip(lhs).kind, &strip(rhs).kind) {
+        (ExprKind::Path(p), ExprKind::Null) | (ExprKind::Null, ExprKind::Path(p)) => Some(p),
+        _ => None,
+    }
+}
+
 /// The paths an operand of `and` proves present for the conjuncts after it.
 fn collect_guards(e: &Expr, out: &mut Vec<String>) {
     match &e.kind {
@@ -657,12 +661,7 @@ fn collect_guards(e: &Expr, out: &mut Vec<String>) {
             lhs,
             rhs,
             ..
-        } => match (&strip(lhs).kind, &strip(rhs).kind) {
-            (ExprKind::Path(p), ExprKind::Null) | (ExprKind::Null, ExprKind::Path(p)) => {
-                out.push(p.clone())
-            }
-            _ => {}
-        },
+        } => out.extend(null_tested(CmpOp::Ne, lhs, rhs).cloned()),
         ExprKind::Paren(inner) => collect_guards(inner, out),
         ExprKind::And(items) => items.iter().for_each(|i| collect_guards(i, out)),
         _ => {}

@@ -273,20 +273,20 @@ fn shares(buckets: &[BucketSpec], available: u64) -> Result<Vec<u64>, CompileErr
     }
     // A lifted bucket is held at its `min` like a pin; the others keep their
     // allotments unless what is left cannot hold them.
-    let free: Vec<(usize, (&BucketSpec, u64))> = buckets
+    let free: Vec<(&BucketSpec, u64)> = buckets
         .iter()
         .zip(base.iter().copied())
-        .enumerate()
-        .filter(|(_, (b, t))| *t >= b.min)
+        .filter(|(b, t)| *t >= b.min)
         .collect();
-    let pairs: Vec<(&BucketSpec, u64)> = free.iter().map(|(_, pair)| *pair).collect();
     // `min_sum ≤ available`, so the minimums of the others fit in what is left.
-    let fitted = fit(&pairs, available - lifted, "")?;
+    let mut fitted = fit(&free, available - lifted, "")?.into_iter();
     for (tokens, b) in base.iter_mut().zip(buckets) {
-        *tokens = (*tokens).max(b.min);
-    }
-    for ((i, _), tokens) in free.iter().zip(fitted) {
-        base[*i] = tokens;
+        // The free buckets, in order, take their fitted allotments.
+        *tokens = if *tokens < b.min {
+            b.min
+        } else {
+            fitted.next().unwrap_or(*tokens)
+        };
     }
     Ok(base)
 }
