@@ -29,6 +29,38 @@ struct Cli {
     /// `CTXPACK_INSECURE_REGISTRIES` (comma-separated).
     #[arg(long = "insecure-registry", value_name = "HOST", global = true)]
     insecure_registry: Vec<String>,
+    /// Print failures as one JSON object on stderr, `{"error": {"kind", "message",
+    /// "exit_code", ...}}`, for every subcommand (before or after its name).
+    #[arg(long = "json-errors", global = true)]
+    json_errors: bool,
+}
+
+impl Command {
+    /// Hands the global `--json-errors` to the subcommand's arguments.
+    fn set_json_errors(&mut self, on: bool) {
+        use commands::session::SessionCommand;
+        match self {
+            Command::Check(a) => a.json_errors = on,
+            Command::Build(a) => a.json_errors = on,
+            Command::Verify(a) => a.json_errors = on,
+            Command::Compile(a) => a.json_errors = on,
+            Command::Test(a) => a.json_errors = on,
+            Command::Fmt(a) => a.json_errors = on,
+            Command::Explain(a) => a.json_errors = on,
+            Command::Publish(a) => a.json_errors = on,
+            Command::Versions(a) => a.json_errors = on,
+            Command::Diff(a) => a.json_errors = on,
+            Command::Init(a) => a.json_errors = on,
+            Command::Keygen(a) => a.json_errors = on,
+            Command::Sign(a) => a.json_errors = on,
+            Command::Session(a) => match &mut a.command {
+                SessionCommand::Step(a) => a.json_errors = on,
+                SessionCommand::Apply(a) => a.json_errors = on,
+                SessionCommand::Conformance(a) => a.json_errors = on,
+            },
+            Command::Lsp(_) | Command::Serve(_) | Command::Completions { .. } => {}
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -167,7 +199,7 @@ fn restore_sigpipe() {
 
 fn main() {
     restore_sigpipe();
-    let cli = match Cli::try_parse() {
+    let mut cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             if !e.use_stderr() {
@@ -188,6 +220,7 @@ fn main() {
         }
     };
     ctxpack::registry::allow_insecure(cli.insecure_registry.iter().cloned());
+    cli.command.set_json_errors(cli.json_errors);
     let code = match &cli.command {
         Command::Check(args) => commands::check::run(args),
         Command::Build(args) => commands::build::run(args),

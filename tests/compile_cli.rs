@@ -339,6 +339,35 @@ fn compile_exit_4_on_arrays_where_objects_belong() {
 }
 
 #[test]
+fn compile_exit_4_on_a_list_file_that_holds_null() {
+    // A file given for a list must hold one: `null` (or an empty YAML file) is the
+    // wrong shape, as an object is; `[]` is none.
+    let f = Fixture::new();
+    std::fs::write(f.path("null.json"), "null\n").unwrap();
+    std::fs::write(f.path("empty.yaml"), "").unwrap();
+    std::fs::write(f.path("none.json"), "[]\n").unwrap();
+    for (option, file) in [
+        ("--evidence", "null.json"),
+        ("--memory", "null.json"),
+        ("--evidence", "empty.yaml"),
+    ] {
+        let o = f.compile(&[option, file]);
+        assert_eq!(o.status.code(), Some(4), "{option} {file}");
+        let e = json_error(&o);
+        assert_eq!(e["kind"], "invalid_input");
+        let what = option.trim_start_matches("--");
+        assert_eq!(
+            e["message"],
+            format!("{what}: expected a list, found null (write `[]` for none)")
+        );
+    }
+    assert_eq!(
+        f.compile(&["--evidence", "none.json"]).status.code(),
+        Some(0)
+    );
+}
+
+#[test]
 fn compile_exit_4_on_a_json_number_out_of_range() {
     // `1e400` is well-formed JSON, but no input value can take it: invalid input.
     let f = Fixture::new();

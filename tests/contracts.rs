@@ -76,6 +76,93 @@ fn build_json_errors() {
 }
 
 #[test]
+fn check_and_explain_json_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "broken.ctxpack", BROKEN);
+    // Errors: stderr holds only the object, which carries the diagnostics; with
+    // `--format json`, stdout still holds the document.
+    let o = run(d, &["check", "--json-errors", "broken.ctxpack"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = json_error(&o);
+    assert_eq!(e["kind"], "check_failed");
+    assert_eq!(e["message"], "1 error, 0 warnings in 1 file");
+    assert_eq!(e["diagnostics"][0]["code"], "E0102");
+    assert_eq!(e["diagnostics"][0]["file"], "broken.ctxpack");
+    assert_eq!(e["diagnostics"][0]["line"], 4);
+    assert!(o.stdout.is_empty());
+    let o = run(
+        d,
+        &[
+            "check",
+            "--json-errors",
+            "--format",
+            "json",
+            "broken.ctxpack",
+        ],
+    );
+    assert_eq!(json_error(&o)["kind"], "check_failed");
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["errors"], 1);
+    // Unreadable (exit 3), and nothing to check (exit 1); the flag before the
+    // subcommand works as well.
+    let o = run(d, &["check", "--json-errors", "missing.ctxpack"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(json_error(&o)["kind"], "unreadable_input");
+    let o = run(d, &["--json-errors", "check", "missing.ctxpack"]);
+    assert_eq!(json_error(&o)["kind"], "unreadable_input");
+    std::fs::create_dir(d.join("empty")).unwrap();
+    let o = run(d, &["check", "--json-errors", "empty"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(json_error(&o)["kind"], "no_packs");
+    // Warnings denied.
+    let warned = BROKEN.replace("tools nope ", "");
+    write(
+        d,
+        "warned.ctxpack",
+        &format!("{warned}tool t {{ kind read risk low approval auto }}\n"),
+    );
+    let o = run(
+        d,
+        &[
+            "check",
+            "--json-errors",
+            "--deny-warnings",
+            "warned.ctxpack",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let e = json_error(&o);
+    assert_eq!(
+        e["message"],
+        "0 errors, 2 warnings in 1 file (warnings denied)"
+    );
+    assert!(run(d, &["check", "--json-errors", "warned.ctxpack"])
+        .stderr
+        .is_empty());
+    // explain: an unknown code is a usage error; a pack with errors is check_failed.
+    let o = run(d, &["explain", "--json-errors", "E9999"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(json_error(&o)["kind"], "unknown_code");
+    let o = run(
+        d,
+        &["explain", "--json-errors", "--tools", "broken.ctxpack"],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(json_error(&o)["diagnostics"][0]["code"], "E0102");
+    let o = run(
+        d,
+        &["explain", "--json-errors", "--tools", "missing.ctxpack"],
+    );
+    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(json_error(&o)["kind"], "unreadable_input");
+    // A usage error with the flag anywhere is one object too.
+    let o = run(d, &["--json-errors", "check", "--no-such-flag"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(json_error(&o)["kind"], "usage");
+}
+
+#[test]
 fn verify_json_errors_one_object_for_several_failures() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

@@ -138,7 +138,7 @@ fn every_expectation_fails_with_its_reason() {
   - name: wrong budget
 {}    expect:
       truncated: {{ evidence: [] }}
-      dropped: {{ evidence: [] }}
+      dropped: {{ evidence: [], evidnce: [] }}
 "#,
         long_evidence()
     );
@@ -164,10 +164,53 @@ fn every_expectation_fails_with_its_reason() {
         "    truncated.evidence: expected [], actual [\"kb-long\"]",
         "      bucket `evidence`: 600 tokens allotted",
         "    dropped.evidence: expected [], actual [\"kb-short\"]",
+        "    dropped.evidnce: the pack has no bucket `evidnce` (its buckets: ",
         "0 passed, 4 failed",
     ] {
         assert!(out.contains(wanted), "missing {wanted:?} in\n{out}");
     }
+}
+
+#[test]
+fn imports_resolve_from_the_registry_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("base.ctxpack"),
+        "pack \"acme/base\" version \"1.0.0\" library\n\
+         redactor email pattern \"[a-z]+@[a-z]+\\\\.com\"\n\
+         policy pii { when true redact email }\n",
+    )
+    .unwrap();
+    let o = run(d, &["publish", "--registry", "reg", "base.ctxpack"]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    std::fs::write(
+        d.join("app.ctxpack"),
+        "pack \"acme/app\" version \"1.0.0\"\n\
+         import \"acme/base\" version \"1.0.0\"\n\
+         prompt system \"s\"\n\
+         budget { total 1000 tokenizer approx bucket policy { share 20% } bucket tools { share 20% } \
+         bucket evidence { share 20% } bucket memory { share 20% } bucket session { share 20% } }\n\
+         intent a { task \"t\" }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("app.tests.yaml"),
+        "pack: app.ctxpack\ncases:\n  - name: redacted\n    run: { run_id: t, safety_mode: supervised }\n    \
+         request: { request_id: t, channel: web, locale: en, message: \"hi x@y.com\", intent: a }\n    \
+         expect: { redactions: [email] }\n",
+    )
+    .unwrap();
+    let o = run(d, &["test", "--registry", "reg", "app.tests.yaml"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(
+        stdout(&o).ends_with("1 passed, 0 failed\n"),
+        "{}",
+        stdout(&o)
+    );
+    // Without it, the default registry (`.ctxpack/registry`) does not hold the import.
+    let o = run(d, &["test", "app.tests.yaml"]);
+    assert_ne!(o.status.code(), Some(0), "{}", stdout(&o));
 }
 
 #[test]

@@ -26,7 +26,7 @@ pub struct BuildArgs {
     #[arg(long)]
     pub locked: bool,
     /// Print failures as one JSON object on stderr.
-    #[arg(long)]
+    #[arg(skip)]
     pub json_errors: bool,
 }
 

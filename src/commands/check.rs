@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use super::error::{CliError, Failures};
 use super::{exit, files};
 use crate::check::check_source_with;
 use crate::diagnostic::{self, FileReport};
@@ -35,6 +36,11 @@ pub struct CheckArgs {
     /// [default: $CTXPACK_REGISTRY or .ctxpack/registry].
     #[arg(long, value_name = "DIR|oci://…")]
     pub registry: Option<PathBuf>,
+    /// Set by the global `--json-errors`: failures are one JSON object on stderr —
+    /// `check_failed` (exit 1) with the diagnostics as `--format json` writes them,
+    /// `no_packs`, or `unreadable_input` (exit 3) — and nothing else is written there.
+    #[arg(skip)]
+    pub json_errors: bool,
 }
 
 /// Checks every file that can be read: the reports, and why each path that could not
@@ -85,16 +91,15 @@ pub fn run(args: &CheckArgs) -> i32 {
     let (reports, unreadable) = check_all(&args.paths, args.registry.as_deref());
     let (errors, warnings) = diagnostic::tally(&reports);
     match args.format {
+        // With `--json-errors`, stderr holds the one object, which carries the
+        // diagnostics the human report would have shown.
+        Format::Human if args.json_errors => {}
         Format::Human => {
             let color = super::stderr_color();
             for report in &reports {
                 eprint!("{}", diagnostic::to_human(report, color));
             }
-            if reports.is_empty() && unreadable.is_empty() {
-                eprintln!(
-                    "error: no `.ctxpack` files found (a check of nothing would pass silently)"
-                );
-            } else {
+            if !reports.is_empty() || !unreadable.is_empty() {
                 eprintln!(
                     "checked {} file{}: {errors} error{}, {warnings} warning{}",
                     reports.len(),
@@ -108,16 +113,39 @@ pub fn run(args: &CheckArgs) -> i32 {
         Format::Sarif => outln!("{}", pretty(&diagnostic::to_sarif(&reports))),
         Format::Github => out!("{}", diagnostic::to_github(&reports)),
     }
-    for message in &unreadable {
-        eprintln!("error: {message}");
+    let mut failures = Failures::new(args.json_errors);
+    for message in unreadable {
+        failures.push(CliError::new("unreadable_input", exit::UNREADABLE, message));
     }
-    if !unreadable.is_empty() {
-        exit::UNREADABLE
-    } else if reports.is_empty() || errors > 0 || (args.deny_warnings && warnings > 0) {
-        exit::FAILED
-    } else {
-        exit::OK
+    if reports.is_empty() && failures.exit_code() == 0 {
+        let message = "no `.ctxpack` files found (a check of nothing would pass silently)";
+        failures.push(CliError::new("no_packs", exit::FAILED, message));
+    } else if errors > 0 || (args.deny_warnings && warnings > 0) {
+        let message = format!(
+            "{errors} error{}, {warnings} warning{} in {} file{}{}",
+            plural(errors),
+            plural(warnings),
+            reports.len(),
+            plural(reports.len()),
+            if errors == 0 {
+                " (warnings denied)"
+            } else {
+                ""
+            }
+        );
+        let diagnostics = diagnostic::to_json(&reports)
+            .get("diagnostics")
+            .cloned()
+            .unwrap_or_default();
+        let failed = CliError::new("check_failed", exit::FAILED, message);
+        if args.json_errors {
+            failures.push(failed.with("diagnostics", diagnostics));
+        } else {
+            // People read the reports above; the exit code says the rest.
+            failures.push_silent(exit::FAILED);
+        }
     }
+    failures.finish(exit::OK)
 }
 
 fn plural(n: usize) -> &'static str {

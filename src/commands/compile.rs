@@ -68,7 +68,7 @@ pub struct CompileArgs {
     #[arg(long)]
     pub pretty: bool,
     /// Print failures as one JSON object on stderr.
-    #[arg(long)]
+    #[arg(skip)]
     pub json_errors: bool,
     /// The registry for `scope/name@version` references: a directory or
     /// `oci://HOST[:PORT]/NAMESPACE`.
@@ -164,8 +164,16 @@ fn outcome(args: &CompileArgs) -> Result<(String, Option<CliError>), CliError> {
     let artifact = load_pack(&args.pack, &registry)?;
     let run = read_document(&args.run)?;
     let request = read_document(&args.request)?;
-    let evidence = args.evidence.as_deref().map(read_document).transpose()?;
-    let memory = args.memory.as_deref().map(read_document).transpose()?;
+    let evidence = args
+        .evidence
+        .as_deref()
+        .map(read_list("evidence"))
+        .transpose()?;
+    let memory = args
+        .memory
+        .as_deref()
+        .map(read_list("memory"))
+        .transpose()?;
     let inputs = decode_inputs(run, request, evidence, memory)?;
     let pack = PreparedPack::new(artifact)?;
     let compiled = pack.compile(&inputs)?;
@@ -234,6 +242,20 @@ fn pretty(value: &Value) -> String {
 /// Reads a JSON document, or YAML for `.yaml`/`.yml` files; `-` reads standard
 /// input (JSON, or else YAML). Exit 3 when the file is missing, unreadable or
 /// unparseable.
+/// Reads a list document (`--evidence`, `--memory`). A file that holds `null` (or an
+/// empty YAML file) is the wrong shape, exit 4, as an object is: a file given for a
+/// list must hold one (`[]` for none). Only an absent option means none.
+fn read_list(what: &'static str) -> impl Fn(&Path) -> Result<Value, CliError> {
+    move |path| match read_document(path)? {
+        Value::Null => Err(CliError::new(
+            "invalid_input",
+            4,
+            format!("{what}: expected a list, found null (write `[]` for none)"),
+        )),
+        list => Ok(list),
+    }
+}
+
 pub fn read_document(path: &Path) -> Result<Value, CliError> {
     let bytes = crate::source::read_bytes(path)
         .map_err(|message| CliError::new("unreadable_input", 3, message))?;

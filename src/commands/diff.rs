@@ -56,7 +56,7 @@ pub struct DiffArgs {
     #[arg(long, value_enum, value_name = "WHAT")]
     pub fail_on: Option<FailOn>,
     /// Print failures as one JSON object on stderr.
-    #[arg(long)]
+    #[arg(skip)]
     pub json_errors: bool,
 }
 

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 
+use super::error::CliError;
 use super::exit;
 use crate::analysis::{self, Status, ToolTable, Withheld};
 use crate::check::check_source_with;
@@ -40,17 +41,31 @@ pub struct ExplainArgs {
     /// `oci://HOST[:PORT]/NAMESPACE` [default: $CTXPACK_REGISTRY or .ctxpack/registry].
     #[arg(long, value_name = "DIR|oci://…")]
     pub registry: Option<PathBuf>,
+    /// Set by the global `--json-errors`: failures are one JSON object on stderr.
+    #[arg(skip)]
+    pub json_errors: bool,
 }
 
 /// Dispatches `explain CODE` or `explain --tools PACK`.
 pub fn run_args(args: &ExplainArgs) -> i32 {
-    match &args.tools {
+    let result = match &args.tools {
         Some(pack) => tools(pack, args),
-        None => run(args.code.as_deref()),
+        None => code_page(args.code.as_deref()),
+    };
+    match result {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            e.report(args.json_errors);
+            if !args.json_errors && e.kind == "unknown_code" {
+                eprintln!("help: `ctxpack explain` lists every code");
+            }
+            e.exit_code
+        }
     }
 }
 
-pub fn run(code: Option<&str>) -> i32 {
+/// Every code with its title, or one code's page.
+fn code_page(code: Option<&str>) -> Result<(), CliError> {
     match code {
         None => {
             for info in codes::CODES {
@@ -61,40 +76,31 @@ pub fn run(code: Option<&str>) -> i32 {
                     info.title
                 );
             }
-            exit::OK
+            Ok(())
         }
         Some(code) => match codes::lookup(code) {
             Some(info) => {
                 out!("{}", info.page());
-                exit::OK
+                Ok(())
             }
-            None => {
-                eprintln!("error: unknown diagnostic code `{code}`");
-                eprintln!("help: `ctxpack explain` lists every code");
-                exit::USAGE
-            }
+            None => Err(CliError::new(
+                "unknown_code",
+                exit::USAGE,
+                format!("unknown diagnostic code `{code}`"),
+            )),
         },
     }
 }
 
-/// `explain --tools PACK`: exit 0 with the table, 1 when the pack has errors (they
-/// are printed) or declares no intent, 3 when it cannot be read.
-fn tools(path: &std::path::Path, args: &ExplainArgs) -> i32 {
-    let source = match crate::source::read(path) {
-        Ok(s) => s,
-        Err(message) => {
-            eprintln!("error: {message}");
-            return exit::UNREADABLE;
-        }
-    };
+/// `explain --tools PACK`: the table, or `check_failed` (exit 1) when the pack has
+/// errors (printed for people, carried in the object for machines) or declares no
+/// intent, `unreadable_input` (exit 3) when it cannot be read.
+fn tools(path: &std::path::Path, args: &ExplainArgs) -> Result<(), CliError> {
+    let unreadable = |message| CliError::new("unreadable_input", exit::UNREADABLE, message);
+    let source = crate::source::read(path).map_err(unreadable)?;
     let registry = crate::registry::Registry::from_env_or(args.registry.as_deref());
-    let lock = match crate::imports::Lockfile::read(&crate::imports::Lockfile::path_for(path)) {
-        Ok(lock) => lock,
-        Err(message) => {
-            eprintln!("error: {message}");
-            return exit::UNREADABLE;
-        }
-    };
+    let lock = crate::imports::Lockfile::read(&crate::imports::Lockfile::path_for(path))
+        .map_err(unreadable)?;
     let (checked, _) = check_source_with(&source, &registry, lock.as_ref());
     if checked.has_errors() {
         let report = FileReport {
@@ -102,16 +108,18 @@ fn tools(path: &std::path::Path, args: &ExplainArgs) -> i32 {
             source,
             diagnostics: checked.diagnostics,
         };
-        eprint!("{}", diagnostic::to_human(&report, super::stderr_color()));
-        eprintln!("error: `{}` has errors; fix them first", path.display());
-        return exit::FAILED;
+        if !args.json_errors {
+            eprint!("{}", diagnostic::to_human(&report, super::stderr_color()));
+        }
+        let message = format!("`{}` has errors; fix them first", path.display());
+        return Err(CliError::diagnostics("check_failed", &report, message));
     }
     let Some(table) = analysis::tool_table(&checked.pack) else {
-        eprintln!(
-            "error: `{}` declares no intent, so no tool is ever surfaced",
+        let message = format!(
+            "`{}` declares no intent, so no tool is ever surfaced",
             path.display()
         );
-        return exit::FAILED;
+        return Err(CliError::new("no_intent", exit::FAILED, message));
     };
     match args.format {
         Format::Json => outln!(
@@ -120,7 +128,7 @@ fn tools(path: &std::path::Path, args: &ExplainArgs) -> i32 {
         ),
         Format::Human => out!("{}", to_human(&table)),
     }
-    exit::OK
+    Ok(())
 }
 
 /// The table for people: per intent, a row per permitted tool and a column per safety

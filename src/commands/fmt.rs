@@ -30,7 +30,7 @@ pub struct FmtArgs {
     pub diff: bool,
     /// Print failures as one JSON object on stderr (syntax errors with their
     /// diagnostics, unformatted files under `--check` in `files`).
-    #[arg(long)]
+    #[arg(skip)]
     pub json_errors: bool,
 }
 

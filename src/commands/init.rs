@@ -60,7 +60,7 @@ pub struct InitArgs {
     #[arg(long, value_name = "SCOPE/NAME", value_parser = parse_name)]
     pub name: Option<String>,
     /// Print failures as one JSON object on stderr.
-    #[arg(long)]
+    #[arg(skip)]
     pub json_errors: bool,
 }
 

@@ -21,7 +21,7 @@ pub struct PublishArgs {
     #[arg(long, value_name = "KEY")]
     pub sign: Option<PathBuf>,
     /// Print failures as one JSON object on stderr.
-    #[arg(long)]
+    #[arg(skip)]
     pub json_errors: bool,
 }
 

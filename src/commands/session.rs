@@ -80,7 +80,7 @@ pub struct StepArgs {
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     pub input: String,
     /// Print failures as one JSON object on stderr.
-    #[arg(long)]
+    #[arg(skip)]
     pub json_errors: bool,
 }
 
@@ -95,7 +95,7 @@ pub struct ApplyArgs {
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     pub directive: String,
     /// Print failures as one JSON object on stderr.
-    #[arg(long)]
+    #[arg(skip)]
     pub json_errors: bool,
 }
 
@@ -106,7 +106,7 @@ pub struct ConformanceArgs {
     pub dir: PathBuf,
     /// Print failures as one JSON object on stderr (`conformance_failed`, with every
     /// failing fixture and its reasons in `failures`).
-    #[arg(long)]
+    #[arg(skip)]
     pub json_errors: bool,
 }
 

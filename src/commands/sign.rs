@@ -19,7 +19,7 @@ pub struct KeygenArgs {
     #[arg(long)]
     pub unencrypted: bool,
     /// Print failures as one JSON object on stderr.
-    #[arg(long)]
+    #[arg(skip)]
     pub json_errors: bool,
 }
 
@@ -39,7 +39,7 @@ pub struct SignArgs {
     #[arg(long, value_name = "DIR|oci://…")]
     pub registry: Option<PathBuf>,
     /// Print failures as one JSON object on stderr.
-    #[arg(long)]
+    #[arg(skip)]
     pub json_errors: bool,
 }
 

@@ -74,18 +74,27 @@ pub struct TestArgs {
     /// Where a failing case's merged inputs are written for its reproduce command.
     #[arg(long, value_name = "DIR", default_value = "target/ctxpack-test")]
     pub repro_dir: PathBuf,
+    /// Registry to resolve the imports of `.ctxpack` sources from, a directory or
+    /// `oci://HOST[:PORT]/NAMESPACE` [default: $CTXPACK_REGISTRY or .ctxpack/registry].
+    #[arg(long, value_name = "DIR|oci://…")]
+    pub registry: Option<PathBuf>,
     /// Print failures as one JSON object on stderr: unreadable or invalid test files,
     /// `tests_failed` with every failing case and its failed expectations, or
     /// `no_tests`.
-    #[arg(long)]
+    #[arg(skip)]
     pub json_errors: bool,
 }
 
 /// Runs the tests, building `.ctxpack` sources on the fly (imports resolve from
-/// `$CTXPACK_REGISTRY` or `.ctxpack/registry`, checked against `ctxpack.lock`).
+/// `--registry`, `$CTXPACK_REGISTRY` or `.ctxpack/registry`, checked against
+/// `ctxpack.lock`).
 pub fn run(args: &TestArgs) -> i32 {
+    let options = crate::build::BuildOptions {
+        registry: args.registry.clone(),
+        ..Default::default()
+    };
     run_with_loader(args, &|path| {
-        crate::build::build_file(path, &crate::build::BuildOptions::default())
+        crate::build::build_file(path, &options)
             .map(|built| built.artifact)
             .map_err(|e| e.summary())
     })

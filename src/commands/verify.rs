@@ -20,7 +20,7 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "KEY.pub", requires = "signature")]
     pub public_key: Option<PathBuf>,
     /// Print failures as one JSON object on stderr.
-    #[arg(long)]
+    #[arg(skip)]
     pub json_errors: bool,
 }
 

@@ -26,7 +26,7 @@ pub struct VersionsArgs {
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
     /// Print failures as one JSON object on stderr.
-    #[arg(long)]
+    #[arg(skip)]
     pub json_errors: bool,
 }
 

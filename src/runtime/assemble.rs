@@ -833,7 +833,7 @@ fn block(
 }
 
 /// The block cut to at most `remaining` tokens: `(text, tokens)`, or `None` when not
-/// even one token of content fits inside the wrapper.
+/// even one token of content fits inside the wrapper (for `approx`, not one byte).
 ///
 /// Tokenizing the wrapper and the content together can merge across their border, so
 /// the content budget is a first guess that is corrected until the whole text fits.
@@ -843,6 +843,9 @@ fn truncated(
     remaining: usize,
     counter: &dyn Counter,
 ) -> Option<(String, usize)> {
+    if counter.kind() == Tokenizer::Approx {
+        return truncated_approx(c, content, remaining, counter);
+    }
     let wrapper = counter.count(&c.text_with(""));
     let mut target = remaining.checked_sub(wrapper)?;
     while target > 0 {
@@ -858,6 +861,29 @@ fn truncated(
         target = target.saturating_sub((tokens - remaining).max(1));
     }
     None
+}
+
+/// [`truncated`] for `approx`, where a text costs ceil(bytes / 4): the longest prefix
+/// of the content (on a character boundary) whose whole text is at most
+/// `remaining × 4` bytes, so no byte of the allotment that could hold content is left
+/// unused.
+fn truncated_approx(
+    c: &Candidate<'_>,
+    content: &str,
+    remaining: usize,
+    counter: &dyn Counter,
+) -> Option<(String, usize)> {
+    let room = remaining.saturating_mul(4);
+    let mut cut = room.checked_sub(c.text_with("").len())?.min(content.len());
+    while !content.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    if cut == 0 {
+        return None;
+    }
+    let text = c.text_with(&content[..cut]);
+    let tokens = counter.count(&text);
+    (tokens <= remaining).then_some((text, tokens))
 }
 
 #[cfg(test)]
@@ -986,6 +1012,36 @@ mod tests {
         assert!(b.truncated && b.text.ends_with("</evidence>"));
         assert!(b.tokens <= 30 && b.tokens as usize == approx(&b.text));
         assert_eq!(ids(&a.dropped["evidence"]), vec!["b"]);
+    }
+
+    #[test]
+    fn approx_truncation_uses_every_byte_of_the_allotment() {
+        // The wrapper `<evidence id="ab" source="kb://x"></evidence>` is 45 bytes (12
+        // tokens alone): with 12 tokens left, three bytes of content still fit (48).
+        let empty = "<evidence id=\"ab\" source=\"kb://x\"></evidence>";
+        assert_eq!(empty.len(), 45);
+        let cut = |remaining: u64, content: &str| {
+            assemble(
+                &[plan("evidence", Overflow::Truncate, remaining)],
+                vec![ev(0, "ab", 0.0, content)],
+                &Plain,
+            )
+            .unwrap()
+        };
+        let a = cut(12, &"c".repeat(41));
+        assert_eq!(a.blocks.len(), 1, "{:?}", a.dropped);
+        assert_eq!(&*a.blocks[0].text, empty.replace("\">", "\">ccc").as_str());
+        assert!(a.blocks[0].truncated && a.dropped["evidence"].is_empty());
+        assert_eq!(a.blocks[0].tokens, 12);
+        // 25 tokens are 100 bytes: 55 bytes of content, not a multiple of four.
+        let a = cut(25, &"c".repeat(200));
+        assert_eq!((a.blocks[0].text.len(), a.blocks[0].tokens), (100, 25));
+        // A multi-byte character that would straddle the end is left out whole; when
+        // no character fits, the block is dropped.
+        let a = cut(12, &"é".repeat(10));
+        assert_eq!(a.blocks[0].text.len(), 47);
+        let a = cut(12, &"😀".repeat(10));
+        assert!(a.blocks.is_empty() && ids(&a.dropped["evidence"]) == vec!["ab"]);
     }
 
     #[test]

@@ -196,6 +196,18 @@ fn budget(expect: &Expect, why: &Why, out: &mut Vec<Failure>) {
         ("truncated", &expect.truncated, true),
     ] {
         for (bucket, ids) in expected.iter().flatten() {
+            let report = &cc.budget_report;
+            if !report.allocations.contains_key(bucket)
+                && !report.dropped_block_ids.contains_key(bucket)
+            {
+                // An expectation on a bucket that does not exist would hold vacuously.
+                let known: Vec<&str> = report.allocations.keys().map(String::as_str).collect();
+                out.push(Failure::new(format!(
+                    "{key}.{bucket}: the pack has no bucket `{bucket}` (its buckets: {})",
+                    known.join(", ")
+                )));
+                continue;
+            }
             let actual = if truncated {
                 why.truncated_in(bucket)
             } else {
