@@ -44,10 +44,40 @@ impl From<Span> for miette::SourceSpan {
 }
 
 /// Line starts of a text, for offset ↔ position conversions.
+///
+/// It also records where the text's non-ASCII characters are, so that a column in
+/// UTF-16 units or in Unicode scalar values is the byte column less what the wide
+/// characters before it add: two binary searches per conversion, whatever the length
+/// of the line (converting every position of a long line stays linear).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LineIndex {
     starts: Vec<usize>,
     len: usize,
+    /// Byte offsets of the non-ASCII characters, ascending.
+    wide: Vec<usize>,
+    /// `surplus16[k]`: bytes beyond UTF-16 units of `wide[..k]` (UTF-8 length less
+    /// UTF-16 length, summed); one entry more than `wide`.
+    surplus16: Vec<usize>,
+    /// `surplus_chars[k]`: bytes beyond one per character of `wide[..k]`.
+    surplus_chars: Vec<usize>,
+}
+
+/// The offsets (from `base`) of the non-ASCII characters of `text`.
+fn wide_chars(text: &str, base: usize) -> impl Iterator<Item = usize> + '_ {
+    text.bytes()
+        .enumerate()
+        // A character starts at every byte that is not a continuation byte.
+        .filter(|&(_, b)| b >= 0x80 && b & 0xC0 != 0x80)
+        .map(move |(i, _)| base + i)
+}
+
+/// The UTF-8 length of the character whose first byte is `b` (non-ASCII).
+fn utf8_len(b: u8) -> usize {
+    match b {
+        0xF0.. => 4,
+        0xE0.. => 3,
+        _ => 2,
+    }
 }
 
 /// A 1-based line and column.
@@ -61,10 +91,48 @@ impl LineIndex {
     pub fn new(text: &str) -> Self {
         let mut starts = vec![0];
         starts.extend(memchr::memchr_iter(b'\n', text.as_bytes()).map(|i| i + 1));
-        LineIndex {
+        let mut index = LineIndex {
             starts,
             len: text.len(),
+            wide: if text.is_ascii() {
+                Vec::new()
+            } else {
+                wide_chars(text, 0).collect()
+            },
+            surplus16: Vec::new(),
+            surplus_chars: Vec::new(),
+        };
+        index.sum_surpluses(text);
+        index
+    }
+
+    /// Recomputes the running surpluses from `wide` (`text` is the indexed text).
+    fn sum_surpluses(&mut self, text: &str) {
+        let bytes = text.as_bytes();
+        self.surplus16.clear();
+        self.surplus_chars.clear();
+        self.surplus16.push(0);
+        self.surplus_chars.push(0);
+        let (mut s16, mut chars) = (0, 0);
+        for &at in &self.wide {
+            let n = bytes.get(at).map_or(1, |&b| utf8_len(b));
+            // Four-byte characters are two UTF-16 units, the others one.
+            s16 += n - if n == 4 { 2 } else { 1 };
+            chars += n - 1;
+            self.surplus16.push(s16);
+            self.surplus_chars.push(chars);
         }
+    }
+
+    /// What the wide characters in `start..end` add to a byte count: `(bytes beyond
+    /// UTF-16 units, bytes beyond characters)`.
+    fn surplus(&self, start: usize, end: usize) -> (usize, usize) {
+        let a = self.wide.partition_point(|&w| w < start);
+        let b = self.wide.partition_point(|&w| w < end);
+        (
+            self.surplus16[b] - self.surplus16[a],
+            self.surplus_chars[b] - self.surplus_chars[a],
+        )
     }
 
     /// The index of `new`, which `edit` made of the text this indexes: the line
@@ -93,6 +161,21 @@ impl LineIndex {
         let starts = memchr::memchr_iter(b'\n', inserted).map(|i| edit.start + i + 1);
         self.starts.splice(before..after.max(before), starts);
         self.len = new.len();
+        // The wide characters: kept before the edit, found in the inserted text,
+        // moved after it.
+        let Some(inserted) = new.get(edit.start..edit.new_end) else {
+            // Not on character boundaries: index the new text afresh.
+            *self = LineIndex::new(new);
+            return;
+        };
+        let before = self.wide.partition_point(|&w| w < edit.start);
+        let after = self.wide.partition_point(|&w| w < edit.old_end);
+        for w in self.wide.get_mut(after..).unwrap_or_default() {
+            *w = *w - edit.old_end + edit.new_end;
+        }
+        self.wide
+            .splice(before..after.max(before), wide_chars(inserted, edit.start));
+        self.sum_surpluses(new);
     }
 
     /// 0-based line of a byte offset (clamped to the text).
@@ -114,10 +197,10 @@ impl LineIndex {
 
     /// 1-based line and column in Unicode scalar values.
     pub fn line_col(&self, text: &str, offset: usize) -> LineCol {
-        let offset = clamp_to_char_boundary(text, offset);
+        let offset = before_crlf(text, clamp_to_char_boundary(text, offset));
         let line = self.line_of(offset);
         let start = self.line_start(line);
-        let column = text[start..offset].chars().count() + 1;
+        let column = offset - start - self.surplus(start, offset).1 + 1;
         LineCol {
             line: line + 1,
             column,
@@ -126,10 +209,10 @@ impl LineIndex {
 
     /// 0-based line and UTF-16 column, as the language server protocol counts them.
     pub fn utf16_position(&self, text: &str, offset: usize) -> (u32, u32) {
-        let offset = clamp_to_char_boundary(text, offset);
+        let offset = before_crlf(text, clamp_to_char_boundary(text, offset));
         let line = self.line_of(offset);
         let start = self.line_start(line);
-        let col: usize = text[start..offset].chars().map(char::len_utf16).sum();
+        let col = offset - start - self.surplus(start, offset).0;
         (line as u32, col as u32)
     }
 
@@ -157,6 +240,17 @@ pub fn utf16_column(text: &str, start: usize, end: usize, col: u32) -> usize {
         units += ch.len_utf16();
     }
     end
+}
+
+/// `offset`, or the `\r` of a `\r\n` it points inside of: a position between the two
+/// is the end of the line, where an editor shows it, not one column past it.
+fn before_crlf(text: &str, offset: usize) -> usize {
+    let b = text.as_bytes();
+    if offset > 0 && b.get(offset) == Some(&b'\n') && b[offset - 1] == b'\r' {
+        offset - 1
+    } else {
+        offset
+    }
 }
 
 /// The largest char boundary not after `offset`.
@@ -320,7 +414,7 @@ mod tests {
     #[test]
     fn an_edited_line_index_is_the_index_of_the_edited_text() {
         use proptest::prelude::*;
-        let text = "[a\né\n]{0,60}";
+        let text = "[a\né😀中\n]{0,60}";
         proptest!(|(old in text, inserted in text, at in 0usize..61, len in 0usize..20)| {
             let mut start = at.min(old.len());
             while !old.is_char_boundary(start) {
@@ -334,6 +428,34 @@ mod tests {
             let new = format!("{}{inserted}{}", &old[..start], &old[end..]);
             let edit = TextEdit { start, old_end: end, new_end: start + inserted.len() };
             prop_assert_eq!(LineIndex::new(&old).edited(&new, &edit), LineIndex::new(&new));
+        });
+    }
+
+    /// Columns from the index's wide characters are the columns counted from the
+    /// line's start, at every character boundary.
+    #[test]
+    fn a_position_inside_a_crlf_is_the_end_of_its_line() {
+        let text = "ab\r\ncd";
+        let idx = LineIndex::new(text);
+        assert_eq!(idx.line_col(text, 3), LineCol { line: 1, column: 3 });
+        assert_eq!(idx.line_col(text, 2), LineCol { line: 1, column: 3 });
+        assert_eq!(idx.utf16_position(text, 3), (0, 2));
+        assert_eq!(idx.utf16_position(text, 4), (1, 0));
+    }
+
+    #[test]
+    fn columns_are_the_counted_columns() {
+        use proptest::prelude::*;
+        proptest!(|(text in "[a\né😀中\n]{0,80}")| {
+            let idx = LineIndex::new(&text);
+            for (offset, _) in text.char_indices().chain([(text.len(), ' ')]) {
+                let start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+                let line = text[..offset].matches('\n').count();
+                let chars = text[start..offset].chars().count();
+                let units: usize = text[start..offset].chars().map(char::len_utf16).sum();
+                prop_assert_eq!(idx.line_col(&text, offset), LineCol { line: line + 1, column: chars + 1 });
+                prop_assert_eq!(idx.utf16_position(&text, offset), (line as u32, units as u32));
+            }
         });
     }
 

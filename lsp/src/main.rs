@@ -84,6 +84,8 @@ async fn main() {
     .await;
     // The guard keeps a read of stdin pending, in a blocking thread the runtime would
     // wait for at shutdown, while the client may keep stdin open after `exit`. Every
-    // reply has been written: leave now.
-    std::process::exit(0);
+    // reply has been written: leave now, with 0 only after a `shutdown` request (an
+    // `exit` without one, or the end of the input, is 1).
+    let shut_down = server::SHUT_DOWN.load(std::sync::atomic::Ordering::SeqCst);
+    std::process::exit(if shut_down { 0 } else { 1 });
 }

@@ -26,6 +26,10 @@ use serde_json::{json, Value};
 use tokio::sync::{Mutex, Notify};
 use tower_lsp_server::jsonrpc::{Error, Result};
 use tower_lsp_server::ls_types::{self as lsp, *};
+
+/// Whether the client asked the server to shut down: the process exits 0 after
+/// `exit` if it did, 1 if not, as the protocol asks.
+pub static SHUT_DOWN: AtomicBool = AtomicBool::new(false);
 use tower_lsp_server::{Client, LanguageServer};
 
 use crate::buffer::Buffer;
@@ -832,6 +836,7 @@ impl LanguageServer for Backend {
     }
 
     async fn shutdown(&self) -> Result<()> {
+        SHUT_DOWN.store(true, Ordering::SeqCst);
         Ok(())
     }
 

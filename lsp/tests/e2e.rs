@@ -1102,8 +1102,25 @@ fn the_end_of_input_inside_a_message_ends_the_server_cleanly() {
     c.send_raw(b"Content-Length: 100\r\n\r\n{\"jsonrpc\":\"2.0\",");
     c.close_input();
     assert_eq!(c.error_without_id()["error"]["code"], -32700);
+    // No `shutdown` came first: the protocol's exit code for that is 1.
     let status = c.wait_exit();
-    assert_eq!(status.code(), Some(0), "{status}");
+    assert_eq!(status.code(), Some(1), "{status}");
+}
+
+#[test]
+fn exit_without_shutdown_is_exit_code_1() {
+    let mut c = session();
+    c.notify("exit", Value::Null);
+    let status = c.wait_exit();
+    assert_eq!(status.code(), Some(1), "{status}");
+}
+
+#[test]
+fn a_dollar_request_is_answered_method_not_found() {
+    let mut c = session();
+    let e = c.request_raw("$/foo", json!({}));
+    assert_eq!(e["error"]["code"], -32601, "{e}");
+    still_serving(c, 2);
 }
 
 // ── The workspace, reloads, bursts and renames ───────────────────────────────────

@@ -341,7 +341,8 @@ impl<'s> Driver<'s> {
                 }
                 continue;
             }
-            if header.is_none() && items.is_empty() && !header_attempted {
+            let first = header.is_none() && items.is_empty() && !header_attempted;
+            if first {
                 let end = token_end(self.source, pos);
                 self.diags.push(
                     Diagnostic::new("E0001", Span::new(pos, end), "expected the pack header")
@@ -350,7 +351,21 @@ impl<'s> Driver<'s> {
                 );
                 missing_reported = true;
             }
+            let before = self.diags.len();
             pos = self.item_at(pos, &mut items);
+            if first {
+                // A word that is no item either (`foo` before the header) is the one
+                // mistake already reported: not a second E0001 at the same place.
+                let at = self.diags[before.saturating_sub(1)].span.start;
+                let mut i = before;
+                while i < self.diags.len() {
+                    if self.diags[i].code == "E0001" && self.diags[i].span.start == at {
+                        self.diags.remove(i);
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
         }
         File {
             header_broken: header_trailing || (header.is_none() && header_attempted),

@@ -15,6 +15,8 @@ use tower_lsp_server::ls_types::DidChangeTextDocumentParams;
 pub const PARSE_ERROR: i64 = -32700;
 /// The JSON-RPC error code for JSON that is not a valid message.
 pub const INVALID_REQUEST: i64 = -32600;
+/// The JSON-RPC error code for a request no handler takes.
+pub const METHOD_NOT_FOUND: i64 = -32601;
 
 /// A malformed message and what to answer it.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,11 +75,28 @@ pub fn check(body: &[u8]) -> Result<Checked, Rejection> {
     // Reading the whole value also checks the parts the typed reads below skip
     // (unknown fields), such as a lone surrogate in one of them.
     let value: Value = serde_json::from_str(text).map_err(Rejection::parse_error)?;
+    if let Some(method) = dollar_request(&value) {
+        // The library drops every `$/` method it does not know, requests included;
+        // a request must be answered, and the protocol's answer is "not found".
+        return Err(Rejection {
+            code: METHOD_NOT_FOUND,
+            message: format!("Method not found: {method}"),
+            id: reply_id(&value),
+        });
+    }
     if is_message(&value, text) {
         Ok(change(value).map_or(Checked::Other, Checked::Change))
     } else {
         Err(Rejection::invalid_request(reply_id(&value)))
     }
+}
+
+/// The method of a request (a call with an `id`) whose method starts with `$/`: the
+/// protocol reserves those for notifications, which a server may ignore; none is a
+/// request this server answers.
+fn dollar_request(value: &Value) -> Option<&str> {
+    let method = value.get("method")?.as_str()?;
+    (method.starts_with("$/") && value.get("id").is_some_and(|id| !id.is_null())).then_some(method)
 }
 
 /// Whether `value`, read from `text`, is a call or a response that the library reads
@@ -159,6 +178,22 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"result":null}"#,
             r#"{"jsonrpc":"2.0","id":null,"error":{"code":-1,"message":"no"}}"#,
             r#"{"jsonrpc":"2.0","method":"x","params":{"t":"\ud83d\ude00"},"extra":1}"#,
+        ] {
+            assert_eq!(code(ok), None, "{ok}");
+        }
+    }
+
+    #[test]
+    fn dollar_requests_are_not_found_and_dollar_notifications_pass() {
+        let r = check(br#"{"jsonrpc":"2.0","id":2,"method":"$/foo","params":{}}"#).unwrap_err();
+        assert_eq!((r.code, r.id), (METHOD_NOT_FOUND, json!(2)));
+        assert_eq!(r.message, "Method not found: $/foo");
+        let r = check(br#"{"jsonrpc":"2.0","id":"x","method":"$/bar"}"#).unwrap_err();
+        assert_eq!((r.code, r.id), (METHOD_NOT_FOUND, json!("x")));
+        for ok in [
+            r#"{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":1}}"#,
+            r#"{"jsonrpc":"2.0","method":"$/setTrace","params":{"value":"off"}}"#,
+            r#"{"jsonrpc":"2.0","method":"$/foo"}"#,
         ] {
             assert_eq!(code(ok), None, "{ok}");
         }
