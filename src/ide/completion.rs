@@ -140,8 +140,18 @@ impl Ctx<'_> {
         }
     }
 
-    /// Every path an expression or template may name.
+    /// The typed path up to its last dot (`ctx.user.` of `ctx.user.ti`), or "" when
+    /// no dot is typed yet.
+    fn typed_scope(&self) -> &str {
+        let text = self.analysis.text();
+        let typed = text.get(self.replace.start..self.replace.end).unwrap_or("");
+        typed.rfind('.').map_or("", |i| &typed[..=i])
+    }
+
+    /// Every path an expression or template may name; once a dot is typed, those
+    /// below what is typed (`ctx.user.` offers `ctx.user.tier`, not `ctx.order.id`).
     fn paths(&mut self) {
+        let scope = self.typed_scope().to_owned();
         let pack = &self.analysis.checked().pack;
         let fields: Vec<(String, String)> = pack
             .fields
@@ -154,24 +164,36 @@ impl Ctx<'_> {
                 )
             })
             .collect();
+        let mut builtins: Vec<(&str, Option<String>)> = BUILTINS
+            .iter()
+            .map(|(path, _, _)| *path)
+            .chain(
+                pack.session
+                    .is_some()
+                    .then_some(crate::ir::scope::SESSION_PATHS)
+                    .into_iter()
+                    .flatten()
+                    .copied(),
+            )
+            .map(|path| (path, resolve(pack, path).map(|r| r.ty.describe())))
+            .collect();
+        builtins.retain(|(path, _)| path.starts_with(&scope));
         for (path, ty) in fields {
-            self.push(&path, CompletionKind::Field, Some(ty));
-        }
-        for (path, _, _) in BUILTINS {
-            let ty = resolve(pack, path).map(|r| r.ty.describe());
-            self.push(path, CompletionKind::Builtin, ty);
-        }
-        if pack.session.is_some() {
-            for path in crate::ir::scope::SESSION_PATHS {
-                let ty = resolve(pack, path).map(|r| r.ty.describe());
-                self.push(path, CompletionKind::Builtin, ty);
+            if path.starts_with(&scope) {
+                self.push(&path, CompletionKind::Field, Some(ty));
             }
+        }
+        for (path, ty) in builtins {
+            self.push(path, CompletionKind::Builtin, ty);
         }
     }
 
     fn expression(&mut self) {
         self.paths();
-        self.words(EXPR_WORDS, CompletionKind::Keyword);
+        // After a dot only a path can follow.
+        if self.typed_scope().is_empty() {
+            self.words(EXPR_WORDS, CompletionKind::Keyword);
+        }
     }
 
     /// The values a comparison with `lhs` may name: enum variants, or intent names for

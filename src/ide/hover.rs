@@ -6,6 +6,7 @@ use super::Analysis;
 use crate::ir::scope::resolve;
 use crate::ir::{EffectIr, SymbolKind};
 use crate::span::{clamp_to_char_boundary, Span};
+use crate::syntax::ast::{ItemKind, Role};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hover {
@@ -48,6 +49,12 @@ pub(super) fn hover(a: &Analysis, offset: usize) -> Option<Hover> {
         }
     }
     if sections.is_empty() {
+        if let Some((text, at)) = declaration_at(a, offset) {
+            sections.push(text);
+            span = Some(at);
+        }
+    }
+    if sections.is_empty() {
         if let Some(p) = a
             .checked()
             .pack
@@ -74,6 +81,45 @@ pub(super) fn hover(a: &Analysis, offset: usize) -> Option<Hover> {
         markdown: sections.join("\n\n---\n\n"),
         span: span.unwrap_or(Span::new(offset, offset)),
     })
+}
+
+/// Declarations no name refers to, so that no occurrence describes them: a tool's
+/// input field (its type and doc comment) and a prompt (its doc comment).
+fn declaration_at(a: &Analysis, offset: usize) -> Option<(String, Span)> {
+    let text = a.text();
+    let item = a
+        .checked()
+        .ast
+        .items
+        .iter()
+        .find(|i| i.span.contains(offset))?;
+    match &item.kind {
+        ItemKind::Tool(t) => {
+            let f = t
+                .input
+                .iter()
+                .flatten()
+                .find(|f| f.name.span.contains(offset))?;
+            let ty = super::symbols::trim_trivia(text, f.ty.span);
+            let ty = text.get(ty.start..ty.end).unwrap_or("");
+            let mut out = format!(
+                "**input field** `{}` of tool `{}`: `{ty}`",
+                f.name.name, t.name.name
+            );
+            doc_and(f.doc.as_deref(), &mut out);
+            Some((out, f.name.span))
+        }
+        ItemKind::Prompt(p) if item.keyword.to(p.role_span).contains(offset) => {
+            let role = match p.role {
+                Role::System => "system",
+                Role::Developer => "developer",
+            };
+            let mut out = format!("**prompt** `{role}`");
+            doc_and(item.doc.as_deref(), &mut out);
+            Some((out, item.keyword.to(p.role_span)))
+        }
+        _ => None,
+    }
 }
 
 /// The dotted path around `offset`, if any.

@@ -49,7 +49,7 @@ fn leaf(name: &str, kind: OutlineKind, span: Span, selection: Span) -> OutlineSy
 
 /// `span` without the whitespace and `//` comment lines it ends with: a type's span
 /// can run on over the doc comment of the next field.
-fn trim_trivia(text: &str, span: Span) -> Span {
+pub(super) fn trim_trivia(text: &str, span: Span) -> Span {
     let mut end = span.end.min(text.len());
     loop {
         let Some(slice) = text.get(span.start..end) else {

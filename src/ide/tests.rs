@@ -125,6 +125,47 @@ fn hovers() {
 }
 
 #[test]
+fn hover_on_an_input_field_and_a_prompt_shows_their_docs() {
+    let text = r#"pack "acme/a" version "1.0.0"
+/// Who the assistant is.
+prompt system "Be brief."
+tool lookup {
+  description "Look up."
+  kind read
+  risk low
+  approval auto
+  input {
+    /// The order's id, as printed on the receipt.
+    order_id: string
+    limit: int?
+  }
+}
+"#;
+    let a = Analysis::new(text);
+    let hover = |needle: &str, k: usize| {
+        a.hover(at(text, needle, 0) + k)
+            .map(|h| (h.markdown, h.span))
+            .unwrap_or_default()
+    };
+    let (h, span) = hover("order_id", 3);
+    assert_eq!(
+        h,
+        "**input field** `order_id` of tool `lookup`: `string`\n\nThe order's id, as printed on the receipt."
+    );
+    assert_eq!(&text[span.start..span.end], "order_id");
+    assert_eq!(
+        hover("limit", 4).0,
+        "**input field** `limit` of tool `lookup`: `int?`"
+    );
+    assert_eq!(
+        hover("system", 2).0,
+        "**prompt** `system`\n\nWho the assistant is."
+    );
+    // Elsewhere in the tool's body, nothing new.
+    assert!(a.hover(at(text, "approval", 0)).is_none());
+}
+
+#[test]
 fn hover_shows_the_page_of_a_diagnostic() {
     let src = PACK.replace("tools lookup_order", "tools lookup_ordr");
     let a = Analysis::new(src.clone());
@@ -262,6 +303,23 @@ fn completions() {
     assert!(c("prompt system \"Hi {{ run.|").contains(&"run.user.id".to_owned()));
     assert!(c("block b in |").contains(&"evidence".to_owned()));
     assert!(c("context { a: |").contains(&"timestamp".to_owned()));
+    // Once a dot is typed, only the paths below it.
+    let below = c("context { order.id: string }\npolicy p { when ctx.user.|");
+    assert_eq!(below, vec!["ctx.user.tier".to_owned()], "{below:?}");
+    let below = c("policy p { when run.user.|");
+    assert_eq!(below, vec!["run.user.id", "run.user.roles"], "{below:?}");
+    // Up to the last dot: the editor filters by what follows it.
+    let below = c("prompt system \"{{ request.l|");
+    assert_eq!(
+        below,
+        vec![
+            "request.intent",
+            "request.message",
+            "request.channel",
+            "request.locale"
+        ],
+        "{below:?}"
+    );
 }
 
 #[test]
