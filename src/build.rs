@@ -80,7 +80,7 @@ pub fn build_file(path: &Path, options: &BuildOptions) -> Result<Built, BuildErr
     let source = read_source(path)?;
     // Imports are held to the trust policy beside the pack, else the current one.
     let beside = path.parent().filter(|p| !p.as_os_str().is_empty());
-    let registry = Registry::from_env_or(options.registry.as_deref())
+    let registry = Registry::for_pack(options.registry.as_deref(), path)
         .with_trust(crate::signing::TrustPolicy::discover(None, beside));
     let lock_path = Lockfile::path_for(path);
     let lock = Lockfile::read(&lock_path).map_err(BuildError::Unreadable)?;

@@ -163,6 +163,60 @@ fn check_and_explain_json_errors() {
 }
 
 #[test]
+fn a_pack_run_from_elsewhere_uses_its_projects_registry() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(
+        d,
+        "proj/lib.ctxpack",
+        "pack \"acme/lib\" version \"1.0.0\" library\nredactor email pattern \"[a-z]+@[a-z]+\"\n",
+    );
+    let app = BROKEN.replace("tools nope ", "").replace(
+        "prompt system",
+        "import \"acme/lib\" version \"1.0.0\"\nprompt system",
+    );
+    write(d, "proj/app.ctxpack", &app);
+    let o = run(
+        d,
+        &[
+            "publish",
+            "--registry",
+            "proj/.ctxpack/registry",
+            "proj/lib.ctxpack",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    // From the project's parent: its `.ctxpack/registry` is found above the pack.
+    for args in [
+        vec!["check", "proj/app.ctxpack"],
+        vec!["build", "proj/app.ctxpack", "-o", "app.json"],
+    ] {
+        let o = run(d, &args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {o:?}");
+    }
+    // From a subdirectory of the project too.
+    std::fs::create_dir(d.join("proj/sub")).unwrap();
+    let o = run(&d.join("proj/sub"), &["check", "../app.ctxpack"]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    // A registry in the current directory is still the one used, as is `--registry`.
+    std::fs::create_dir_all(d.join(".ctxpack/registry")).unwrap();
+    let o = run(d, &["check", "--format", "json", "proj/app.ctxpack"]);
+    assert_eq!(o.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["diagnostics"][0]["code"], "E0702", "{doc}");
+    let o = run(
+        d,
+        &[
+            "check",
+            "--registry",
+            "proj/.ctxpack/registry",
+            "proj/app.ctxpack",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+}
+
+#[test]
 fn verify_json_errors_one_object_for_several_failures() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

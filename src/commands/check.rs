@@ -60,9 +60,9 @@ pub fn check_all(
     }
     files.sort();
     files.dedup();
-    let registry = crate::registry::Registry::from_env_or(registry);
     let mut reports = Vec::with_capacity(files.len());
     for file in files {
+        let registry = crate::registry::Registry::for_pack(registry, &file);
         let read = crate::source::read(&file).and_then(|source| {
             let lock = crate::imports::Lockfile::read(&crate::imports::Lockfile::path_for(&file))?;
             Ok((source, lock))

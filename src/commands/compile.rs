@@ -160,7 +160,7 @@ fn outcome(args: &CompileArgs) -> Result<(String, Option<CliError>), CliError> {
             "only one input can be read from standard input (`-`)",
         ));
     }
-    let registry = Registry::from_env_or(args.registry.as_deref());
+    let registry = Registry::for_pack(args.registry.as_deref(), Path::new(&args.pack));
     let artifact = load_pack(&args.pack, &registry)?;
     let run = read_document(&args.run)?;
     let request = read_document(&args.request)?;

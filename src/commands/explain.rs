@@ -98,7 +98,7 @@ fn code_page(code: Option<&str>) -> Result<(), CliError> {
 fn tools(path: &std::path::Path, args: &ExplainArgs) -> Result<(), CliError> {
     let unreadable = |message| CliError::new("unreadable_input", exit::UNREADABLE, message);
     let source = crate::source::read(path).map_err(unreadable)?;
-    let registry = crate::registry::Registry::from_env_or(args.registry.as_deref());
+    let registry = crate::registry::Registry::for_pack(args.registry.as_deref(), path);
     let lock = crate::imports::Lockfile::read(&crate::imports::Lockfile::path_for(path))
         .map_err(unreadable)?;
     let (checked, _) = check_source_with(&source, &registry, lock.as_ref());

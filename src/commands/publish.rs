@@ -36,7 +36,7 @@ pub fn run(args: &PublishArgs) -> i32 {
 }
 
 fn execute(args: &PublishArgs) -> Result<(), CliError> {
-    let registry = Registry::from_env_or(args.registry.as_deref());
+    let registry = Registry::for_pack(args.registry.as_deref(), &args.artifact);
     if args.artifact.extension().is_some_and(|e| e == "ctxpack") {
         let options = crate::build::BuildOptions {
             registry: args.registry.clone(),

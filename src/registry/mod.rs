@@ -270,6 +270,23 @@ impl Registry {
             .with_trust(TrustPolicy::discover(None, None))
     }
 
+    /// The registry for a command about the pack at `pack`: as [`Registry::from_env_or`],
+    /// except that when neither `--registry` nor `CTXPACK_REGISTRY` names one and the
+    /// current directory has no `.ctxpack/registry`, the pack's project's is used: the
+    /// `.ctxpack/registry` of the nearest directory above the pack that has one. So
+    /// `ctxpack check project/app.ctxpack` run from elsewhere resolves the imports of
+    /// `project/` as a run inside it does.
+    pub fn for_pack(dir_flag: Option<&Path>, pack: &Path) -> Registry {
+        let env = std::env::var_os(REGISTRY_ENV);
+        let named = dir_flag.is_some() || env.as_ref().is_some_and(|e| !e.is_empty());
+        let root = if named {
+            resolve_root(dir_flag, env)
+        } else {
+            default_root_for(pack)
+        };
+        Registry::open(root).with_trust(TrustPolicy::discover(None, None))
+    }
+
     /// Holds loads to a trust policy (or to the error reading one).
     pub fn with_trust(mut self, trust: Result<Option<TrustPolicy>, String>) -> Registry {
         self.trust = match trust {
@@ -580,6 +597,27 @@ impl Registry {
             registry: self.root.clone(),
         }
     }
+}
+
+/// The default registry for the pack at `pack`: `.ctxpack/registry` when the current
+/// directory has it, else that of the nearest directory above the pack that has one,
+/// else `.ctxpack/registry` (which does not exist, and errors name).
+pub fn default_root_for(pack: &Path) -> PathBuf {
+    let default = PathBuf::from(DEFAULT_REGISTRY);
+    if default.is_dir() || crate::source::is_stdin(pack) {
+        return default;
+    }
+    let dir = pack
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let Ok(dir) = std::path::absolute(dir) else {
+        return default;
+    };
+    dir.ancestors()
+        .map(|a| a.join(DEFAULT_REGISTRY))
+        .find(|candidate| candidate.is_dir())
+        .unwrap_or(default)
 }
 
 /// The registry root from the `--registry` flag and the value of `CTXPACK_REGISTRY`;
