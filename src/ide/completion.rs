@@ -73,7 +73,8 @@ const POLICY_KEYWORDS: &[&str] = &[
     "redact",
     "instruct",
 ];
-const BUDGET_KEYWORDS: &[&str] = &["total", "tokenizer", "bucket"];
+/// The budget's fields declared once (`bucket` repeats).
+const BUDGET_SINGLETONS: &[&str] = &["total", "tokenizer"];
 const BUCKET_KEYWORDS: &[&str] = &["share", "priority", "min", "overflow"];
 const SAFETY: &[&str] = &["autonomous", "supervised", "reviewed"];
 const APPROVAL: &[&str] = &["auto", "confirm", "review"];
@@ -365,16 +366,21 @@ pub(super) fn complete(a: &Analysis, offset: usize) -> Vec<CompletionItem> {
             }
         }
         Block::Tool if line_start || prev == "{" => {
-            ctx.words(TOOL_KEYWORDS, CompletionKind::Keyword)
+            let absent = absent_in_block(&tokens, &text[offset..], TOOL_KEYWORDS);
+            ctx.words(&absent, CompletionKind::Keyword)
         }
         Block::Intent if line_start || prev == "{" => {
-            ctx.words(INTENT_KEYWORDS, CompletionKind::Keyword)
+            let absent = absent_in_block(&tokens, &text[offset..], INTENT_KEYWORDS);
+            ctx.words(&absent, CompletionKind::Keyword)
         }
         Block::Budget if line_start || prev == "{" => {
-            ctx.words(BUDGET_KEYWORDS, CompletionKind::Keyword)
+            let mut absent = absent_in_block(&tokens, &text[offset..], BUDGET_SINGLETONS);
+            absent.push("bucket");
+            ctx.words(&absent, CompletionKind::Keyword)
         }
         Block::Bucket if !matches!(prev, "share" | "priority" | "min") => {
-            ctx.words(BUCKET_KEYWORDS, CompletionKind::Keyword);
+            let absent = absent_in_block(&tokens, &text[offset..], BUCKET_KEYWORDS);
+            ctx.words(&absent, CompletionKind::Keyword);
         }
         Block::IntentBudget
             if prev == "{" || tok(1).is_some_and(|t| t.kind == Kind::Percent) || line_start =>
@@ -453,6 +459,50 @@ fn list_keyword<'s>(tokens: &[Token<'s>]) -> Option<(&'s str, Vec<&'s str>)> {
 }
 
 /// The stack of blocks open at the end of `tokens`.
+/// The `keywords` (each a field declared once) that the block around the cursor
+/// does not hold yet, before the cursor (`before`, the tokens up to it) or after it
+/// (`after`, the text from it). A keyword counts where a field starts, not where a
+/// value is expected (`kind input` names a kind).
+fn absent_in_block<'k>(before: &[Token<'_>], after: &str, keywords: &[&'k str]) -> Vec<&'k str> {
+    const VALUE_AFTER: &[&str] = &["kind", "risk", "approval", "safety", "tools", ",", ":"];
+    let mut present: Vec<&str> = Vec::new();
+    let mut depth = 0usize;
+    for (i, t) in before.iter().enumerate().rev() {
+        match t.text {
+            "}" => depth += 1,
+            "{" if depth == 0 => break,
+            "{" => depth -= 1,
+            word if depth == 0 => {
+                let prev = i.checked_sub(1).and_then(|j| before.get(j)).map(|p| p.text);
+                if !prev.is_some_and(|p| VALUE_AFTER.contains(&p)) {
+                    present.push(word);
+                }
+            }
+            _ => {}
+        }
+    }
+    let after = lex(after).tokens;
+    let mut depth = 0usize;
+    let mut prev: Option<&str> = before.last().map(|t| t.text);
+    for t in &after {
+        match t.text {
+            "{" => depth += 1,
+            "}" if depth == 0 => break,
+            "}" => depth -= 1,
+            word if depth == 0 && !prev.is_some_and(|p| VALUE_AFTER.contains(&p)) => {
+                present.push(word)
+            }
+            _ => {}
+        }
+        prev = Some(t.text);
+    }
+    keywords
+        .iter()
+        .copied()
+        .filter(|k| !present.contains(k))
+        .collect()
+}
+
 fn blocks(tokens: &[Token<'_>]) -> Vec<Block> {
     let mut stack: Vec<Block> = Vec::new();
     for (i, t) in tokens.iter().enumerate() {

@@ -303,6 +303,20 @@ fn completions() {
     assert!(c("prompt system \"Hi {{ run.|").contains(&"run.user.id".to_owned()));
     assert!(c("block b in |").contains(&"evidence".to_owned()));
     assert!(c("context { a: |").contains(&"timestamp".to_owned()));
+    // A block's fields are offered until they are declared, before or after the
+    // cursor; a value that looks like a keyword does not count.
+    let tool = c("tool x {\n  kind input\n  |\n  risk low\n}");
+    assert!(tool.contains(&"input".to_owned()) && tool.contains(&"approval".to_owned()));
+    assert!(
+        !tool.contains(&"kind".to_owned()) && !tool.contains(&"risk".to_owned()),
+        "{tool:?}"
+    );
+    let intent = c("intent i {\n  task \"t\"\n  |\n}");
+    assert!(!intent.contains(&"task".to_owned()) && intent.contains(&"tools".to_owned()));
+    let budget = c("budget {\n  total 10\n  bucket a { share 10% }\n  |\n}");
+    assert_eq!(budget, vec!["tokenizer", "bucket"], "{budget:?}");
+    let bucket = c("budget { bucket a { share 10% | } }");
+    assert_eq!(bucket, vec!["priority", "min", "overflow"], "{bucket:?}");
     // Once a dot is typed, only the paths below it.
     let below = c("context { order.id: string }\npolicy p { when ctx.user.|");
     assert_eq!(below, vec!["ctx.user.tier".to_owned()], "{below:?}");
