@@ -1213,11 +1213,12 @@ intent checkout {
     CodeInfo {
         code: "W0404",
         severity: Severity::Warning,
-        title: "tool kind outside the standard set",
-        what: r#"A tool's `kind` is not one of the standard kinds: `read`, `search`,
-`write`, `delete`, `notify`, `execute`, `deploy`, `payment`, `admin`. A
-kind of the pack's own starts with `x_` (`x_billing`) and is not
-reported."#,
+        title: "tool kind one letter away from a standard kind",
+        what: r#"A tool's `kind` is free (`kind query` is fine), but this one is one edit
+(a letter added, dropped, changed, or two swapped) away from a standard kind:
+`read`, `search`, `write`, `delete`, `notify`, `execute`, `deploy`,
+`payment`, `admin`. A standard kind with a suffix (`reads`, `payments`) and
+a kind written with the `x_` prefix (`x_wirte`) are not reported."#,
         why: r#"Hosts and reviewers group tools by kind (the envelope's
 `capability_metadata.kind`), so a misspelled kind such as `wirte` would
 silently put a writing tool in no group at all."#,
@@ -1227,8 +1228,8 @@ silently put a writing tool in no group at all."#,
   risk medium
   approval confirm
 }"#,
-        fix: r#"Use the standard kind the help suggests, or prefix a kind of your own
-with `x_`.
+        fix: r#"Use the standard kind the label suggests, or, if the kind is meant,
+prefix it with `x_`.
 
 tool update_address {
   description "Change the shipping address of an order."

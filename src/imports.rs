@@ -20,8 +20,12 @@ use crate::span::Span;
 pub enum LoadError {
     /// No such name@version; `available` lists the versions that exist.
     NotFound { available: Vec<String> },
-    /// It exists but does not verify (hash mismatch, unknown format, bad JSON).
+    /// It exists but does not verify (unknown format, a signature that fails).
     Invalid(String),
+    /// Its bytes are not what its own hash says (edited in place, truncated, bad
+    /// JSON): with a `ctxpack.lock` entry, the registry copy no longer matches the
+    /// lock (E0703); without one, it cannot be loaded (E0702).
+    Corrupt(String),
     /// `ctxpack.lock` pins the OCI manifest `locked`, and the version's tag now names
     /// `found`: refused before anything was pulled.
     Moved { locked: String, found: String },
@@ -228,7 +232,22 @@ pub fn resolve(
                 out.unresolved = true;
                 continue;
             }
-            Err(LoadError::Invalid(message)) => {
+            Err(LoadError::Corrupt(message))
+                if lock.and_then(|l| l.hash_of(&decl.name, version)).is_some() =>
+            {
+                out.diagnostics.push(
+                    Diagnostic::new(
+                        "E0703",
+                        decl.name_span,
+                        format!("`{}@{version}` in the registry no longer matches `ctxpack.lock`: {message}", decl.name),
+                    )
+                    .with_label("registry copy changed since it was locked")
+                    .with_help("the registry copy was changed after `ctxpack.lock` recorded it; a published version must never change — restore it from the publisher (the lock records its hash) and investigate"),
+                );
+                out.unresolved = true;
+                continue;
+            }
+            Err(LoadError::Invalid(message) | LoadError::Corrupt(message)) => {
                 out.diagnostics.push(
                     Diagnostic::new("E0702", decl.name_span, format!("import `{}@{version}` cannot be loaded: {message}", decl.name))
                         .with_label("invalid artifact in the registry")
@@ -331,6 +350,7 @@ impl PackSource for Registry {
                     .map(ToString::to_string)
                     .collect(),
             }),
+            Err(e @ RegistryError::Corrupt { .. }) => Err(LoadError::Corrupt(e.to_string())),
             Err(e) => Err(LoadError::Invalid(e.to_string())),
         }
     }

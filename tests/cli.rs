@@ -423,6 +423,42 @@ fn imports_resolve_lock_and_report_e070x() {
         .output()
         .unwrap();
     assert!(stdout(&o).contains("\"E0703\""), "{}", stdout(&o));
+
+    // The registry copy edited in place (its `hash` member left as it was): with the
+    // lock's entry, E0703 too; without a lock, the copy cannot be loaded (E0702).
+    let text = std::fs::read_to_string(&reg_file).unwrap();
+    std::fs::write(
+        &reg_file,
+        text.replace("\"description\":\"y\"", "\"description\":\"z\""),
+    )
+    .unwrap();
+    let codes = |o: &std::process::Output| -> Vec<String> {
+        let v: Value = serde_json::from_str(&stdout(o)).unwrap();
+        v["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["code"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let check = || {
+        ctxpack()
+            .args(["check", "--format", "json", "--registry"])
+            .arg(&reg)
+            .arg(&app_path)
+            .output()
+            .unwrap()
+    };
+    let o = check();
+    assert_eq!(codes(&o), ["E0703"], "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("no longer matches `ctxpack.lock`"),
+        "{}",
+        stdout(&o)
+    );
+    std::fs::remove_file(d.join("app/ctxpack.lock")).unwrap();
+    let o = check();
+    assert_eq!(codes(&o), ["E0702"], "{}", stdout(&o));
 }
 
 #[test]
@@ -507,6 +543,18 @@ fn import_conflicts_and_cycles() {
         tool("shared")
     );
     assert_eq!(codes(&local_first), [("E0704".to_owned(), 3)]);
+    // A local field under an imported one (or above it) is E0206, at the local field.
+    publish(
+        "pack \"acme/f\" version \"1.0.0\" library\ncontext { user.age: int }\n",
+        "acme/f",
+        "1.0.0",
+    );
+    for local in ["user.age.years: int", "user: string"] {
+        let src = format!(
+            "pack \"acme/x\" version \"1.0.0\" library\nimport \"acme/f\" version \"1.0.0\"\ncontext {{\n  {local}\n}}\n"
+        );
+        assert_eq!(codes(&src), [("E0206".to_owned(), 4)], "{local}");
+    }
     // A diamond (b brings a's `shared` again, from the same origin) is no conflict.
     let diamond = "pack \"acme/x\" version \"1.0.0\" library\nimport \"acme/a\" version \"1.0.0\"\nimport \"acme/b\" version \"1.0.0\"\n";
     assert_eq!(codes(diamond), []);

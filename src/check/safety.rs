@@ -1,6 +1,6 @@
 //! Tools against safety: approval ceilings (E0401, the core safety check), risk vs
 //! approval (E0402), prohibited tools (E0403), names the providers refuse (E0404),
-//! kinds outside the standard set (W0404), unused and undescribed tools (W0401,
+//! kinds one letter away from a standard one (W0404), unused and undescribed tools (W0401,
 //! W0402) and approval raises that an intent cannot honor (W0403).
 
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
@@ -156,25 +156,39 @@ fn risk_and_approval(tool: &ToolIr, diags: &mut Vec<Diagnostic>) {
     }
 }
 
-/// W0404 and E0404: a tool's kind and the length of its name.
+/// The standard kind `kind` is a probable misspelling of: one edit away (a letter
+/// added, dropped, changed, or two swapped), but not the standard kind with a suffix
+/// (`reads`, `payments` are kinds of their own).
+fn misspelt_kind(kind: &str) -> Option<&'static str> {
+    if TOOL_KINDS.contains(&kind) || kind.starts_with("x_") {
+        return None;
+    }
+    TOOL_KINDS
+        .iter()
+        .copied()
+        .find(|k| strsim::damerau_levenshtein(kind, k) == 1 && !kind.starts_with(k))
+}
+
+/// W0404 and E0404: a kind that looks like a misspelt standard kind, and the length
+/// of a tool's name. Kinds are free (`kind query` is fine): only a near miss of a
+/// standard one (`kind wirte`) is reported.
 fn kind_and_name(tool: &ToolIr, diags: &mut Vec<Diagnostic>) {
     if let (Some(kind), Some(span)) = (&tool.kind, tool.kind_span) {
-        if !TOOL_KINDS.contains(&kind.as_str()) && !kind.starts_with("x_") {
-            let help = match crate::diagnostic::nearest(kind, TOOL_KINDS.iter().copied()) {
-                Some(near) => format!("did you mean `{near}`? The standard kinds are {}; write a kind of your own as `x_{kind}`", kinds_list()),
-                None => format!("the standard kinds are {}; write a kind of your own as `x_{kind}`", kinds_list()),
-            };
+        if let Some(near) = misspelt_kind(kind) {
             diags.push(
                 Diagnostic::new(
                     "W0404",
                     span,
                     format!(
-                        "tool `{}` has kind `{kind}`, which is not a standard kind",
+                        "tool `{}` has kind `{kind}`, one letter away from the standard kind `{near}`",
                         tool.name
                     ),
                 )
-                .with_label("not a standard kind")
-                .with_help(help),
+                .with_label(format!("one letter from `{near}`"))
+                .with_help(format!(
+                    "did you mean `{near}`? The standard kinds are {}; a kind of your own is fine (write it as `x_{kind}` to say that it is meant)",
+                    kinds_list()
+                )),
             );
         }
     }

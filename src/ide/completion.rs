@@ -365,23 +365,14 @@ pub(super) fn complete(a: &Analysis, offset: usize) -> Vec<CompletionItem> {
                 ctx.words(ITEM_KEYWORDS, CompletionKind::Keyword);
             }
         }
-        Block::Tool if line_start || prev == "{" => {
-            let absent = absent_in_block(&tokens, &text[offset..], TOOL_KEYWORDS);
-            ctx.words(&absent, CompletionKind::Keyword)
-        }
-        Block::Intent if line_start || prev == "{" => {
-            let absent = absent_in_block(&tokens, &text[offset..], INTENT_KEYWORDS);
-            ctx.words(&absent, CompletionKind::Keyword)
-        }
-        Block::Budget if line_start || prev == "{" => {
-            let mut absent = absent_in_block(&tokens, &text[offset..], BUDGET_SINGLETONS);
-            absent.push("bucket");
-            ctx.words(&absent, CompletionKind::Keyword)
-        }
-        Block::Bucket if !matches!(prev, "share" | "priority" | "min") => {
-            let absent = absent_in_block(&tokens, &text[offset..], BUCKET_KEYWORDS);
-            ctx.words(&absent, CompletionKind::Keyword);
-        }
+        Block::Tool | Block::Intent | Block::Budget if line_start || prev == "{" => ctx.words(
+            &fields_left(top, &tokens, &text[offset..]),
+            CompletionKind::Keyword,
+        ),
+        Block::Bucket if !matches!(prev, "share" | "priority" | "min") => ctx.words(
+            &fields_left(top, &tokens, &text[offset..]),
+            CompletionKind::Keyword,
+        ),
         Block::IntentBudget
             if prev == "{" || tok(1).is_some_and(|t| t.kind == Kind::Percent) || line_start =>
         {
@@ -459,6 +450,22 @@ fn list_keyword<'s>(tokens: &[Token<'s>]) -> Option<(&'s str, Vec<&'s str>)> {
 }
 
 /// The stack of blocks open at the end of `tokens`.
+/// The fields a tool, intent, budget or bucket around the cursor does not declare yet
+/// (a budget's `bucket` repeats, so it is always offered).
+fn fields_left(block: Block, before: &[Token<'_>], after: &str) -> Vec<&'static str> {
+    match block {
+        Block::Tool => absent_in_block(before, after, TOOL_KEYWORDS),
+        Block::Intent => absent_in_block(before, after, INTENT_KEYWORDS),
+        Block::Budget => {
+            let mut left = absent_in_block(before, after, BUDGET_SINGLETONS);
+            left.push("bucket");
+            left
+        }
+        Block::Bucket => absent_in_block(before, after, BUCKET_KEYWORDS),
+        _ => Vec::new(),
+    }
+}
+
 /// The `keywords` (each a field declared once) that the block around the cursor
 /// does not hold yet, before the cursor (`before`, the tokens up to it) or after it
 /// (`after`, the text from it). A keyword counts where a field starts, not where a

@@ -53,6 +53,9 @@ pub fn build_unless<E>(
     for import in imports {
         b.merge(import);
     }
+    // After the imports: an imported field can be a prefix of a local one, or the
+    // other way round.
+    b.field_conflicts();
     b.pack.index();
     stop()?;
     let earlier = earlier.filter(|e| reuse::same_declarations(e.pack, &b.pack, e.edit));
@@ -252,10 +255,12 @@ impl<'a> Builder<'a> {
                         }
                         BrokenKind::Budget | BrokenKind::Prompt | BrokenKind::Other => continue,
                     };
+                    // Its head parsed, so it declares its name: a second definition
+                    // of a name is E0101 whichever copy is broken.
                     if let Some(name) = &broken.name {
-                        self.first
-                            .entry((kind, name.name.as_ref()))
-                            .or_insert(name.span);
+                        if !self.define(kind, &name.name, name.span) {
+                            continue;
+                        }
                         self.pack.broken.push(Definition {
                             kind,
                             name: name.name.clone(),
@@ -266,7 +271,6 @@ impl<'a> Builder<'a> {
                 _ => {}
             }
         }
-        self.field_conflicts();
     }
 
     /// Merges an imported artifact's shareable items: context fields, tools,

@@ -432,7 +432,10 @@ impl Checker<'_> {
             return false;
         }
         let name = &s.value;
-        if self.pack.declares(SymbolKind::Intent, name) {
+        if self.pack.library && !self.pack.declares(SymbolKind::Intent, name) {
+            // A library declares no intents: the packs that import it do, so the
+            // name is theirs to resolve.
+        } else if self.pack.declares(SymbolKind::Intent, name) {
             self.refs.push(Reference {
                 kind: SymbolKind::Intent,
                 name: name.as_str().into(),
@@ -599,7 +602,8 @@ impl Checker<'_> {
             _ => return,
         };
         for name in names {
-            if self.pack.declares(SymbolKind::Intent, name) {
+            // A library's intents are its importers' (see `intent_literal`).
+            if self.pack.library || self.pack.declares(SymbolKind::Intent, name) {
                 continue;
             }
             let mut d = Diagnostic::new("E0102", span, format!("unknown intent `{name}`"))

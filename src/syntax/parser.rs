@@ -516,7 +516,19 @@ impl<'s> Driver<'s> {
                     rest.chars().next().unwrap_or(' ')
                 )),
             ),
-            None => (span, found, syntax_help(&names)),
+            None => {
+                let mut help = syntax_help(&names);
+                // A misspelt item keyword: say which one.
+                let word = &self.source[span.start.min(self.source.len())..span.end.min(self.source.len())];
+                let near = crate::diagnostic::nearest(word, ITEM_KEYWORDS.iter().copied());
+                if let (Some(near), true) = (near, names.iter().any(|n| n.contains("an item"))) {
+                    help = help.map(|h| {
+                        let (first, rest) = h.split_at(h.chars().next().map_or(0, char::len_utf8));
+                        format!("did you mean `{near}`? {}{rest}", first.to_uppercase())
+                    });
+                }
+                (span, found, help)
+            }
         };
         self.diags.push(
             Diagnostic::new(
@@ -625,7 +637,10 @@ impl<'s> Driver<'s> {
             "context" => BrokenKind::Context,
             "prompt" => BrokenKind::Prompt,
             "import" => BrokenKind::Import,
-            _ => BrokenKind::Other,
+            // A misspelt keyword (`budgt`, `intnet`, `tol`) is the item it is one edit
+            // from: its name is declared and what it would hold is not reported
+            // missing, so the one mistake is one E0001.
+            word => misspelt_item(word).unwrap_or(BrokenKind::Other),
         };
         let name = CtxpackParser::parse(Rule::item_head, input)
             .ok()
@@ -634,6 +649,28 @@ impl<'s> Driver<'s> {
             .map(|p| Ident {
                 name: p.as_str().into(),
                 span: self.span_at(pos, &p),
+            })
+            .or_else(|| {
+                let named = matches!(
+                    kind,
+                    BrokenKind::Tool
+                        | BrokenKind::Intent
+                        | BrokenKind::Policy
+                        | BrokenKind::Redactor
+                        | BrokenKind::Block
+                );
+                let word = &self.source[keyword_end..];
+                let at = keyword_end + (word.len() - word.trim_start_matches([' ', '\t']).len());
+                let end = at
+                    + self.source[at..]
+                        .bytes()
+                        .take_while(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_')
+                        .count();
+                let first = self.source.as_bytes().get(at);
+                (named && end > at && !first.is_some_and(u8::is_ascii_digit)).then(|| Ident {
+                    name: self.source[at..end].into(),
+                    span: Span::new(at, end),
+                })
             });
         Some(Item {
             kind: ItemKind::Broken(Broken { kind, name }),
@@ -1686,6 +1723,26 @@ fn starts_with_word(text: &str, word: &str) -> bool {
 }
 
 /// The words that start a top-level item (the `pack` header excepted).
+/// The item a word one edit away from an item keyword was meant to be.
+fn misspelt_item(word: &str) -> Option<BrokenKind> {
+    const KINDS: &[(&str, BrokenKind)] = &[
+        ("tool", BrokenKind::Tool),
+        ("intent", BrokenKind::Intent),
+        ("policy", BrokenKind::Policy),
+        ("redactor", BrokenKind::Redactor),
+        ("block", BrokenKind::Block),
+        ("budget", BrokenKind::Budget),
+        ("context", BrokenKind::Context),
+        ("prompt", BrokenKind::Prompt),
+        ("import", BrokenKind::Import),
+    ];
+    let near = crate::diagnostic::nearest(word, KINDS.iter().map(|(k, _)| *k))?;
+    KINDS
+        .iter()
+        .find(|(k, _)| *k == near)
+        .map(|(_, kind)| *kind)
+}
+
 pub const ITEM_KEYWORDS: &[&str] = &[
     "import",
     "description",
