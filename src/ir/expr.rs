@@ -57,6 +57,21 @@ impl Checker<'_> {
                 );
             }
         }
+        // One W0201 per optional field per condition, at its first unguarded use:
+        // `ctx.total > 5 and ctx.total < 10` is one missing guard, not two.
+        let mut warned: Vec<String> = Vec::new();
+        let mut i = first;
+        while i < self.diags.len() {
+            let d = &self.diags[i];
+            if d.code == "W0201" && warned.contains(&d.message) {
+                self.diags.remove(i);
+            } else {
+                if d.code == "W0201" {
+                    warned.push(d.message.clone());
+                }
+                i += 1;
+            }
+        }
         let failed = self.diags.iter().filter(|d| d.is_error()).count() > before;
         if !failed && !matches!(typed.ty, Ty::Bool | Ty::Any | Ty::Error) {
             self.diags.push(
