@@ -71,15 +71,6 @@ fn wide_chars(text: &str, base: usize) -> impl Iterator<Item = usize> + '_ {
         .map(move |(i, _)| base + i)
 }
 
-/// The UTF-8 length of the character whose first byte is `b` (non-ASCII).
-fn utf8_len(b: u8) -> usize {
-    match b {
-        0xF0.. => 4,
-        0xE0.. => 3,
-        _ => 2,
-    }
-}
-
 /// A 1-based line and column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LineCol {
@@ -108,17 +99,15 @@ impl LineIndex {
 
     /// Recomputes the running surpluses from `wide` (`text` is the indexed text).
     fn sum_surpluses(&mut self, text: &str) {
-        let bytes = text.as_bytes();
         self.surplus16.clear();
         self.surplus_chars.clear();
         self.surplus16.push(0);
         self.surplus_chars.push(0);
         let (mut s16, mut chars) = (0, 0);
         for &at in &self.wide {
-            let n = bytes.get(at).map_or(1, |&b| utf8_len(b));
-            // Four-byte characters are two UTF-16 units, the others one.
-            s16 += n - if n == 4 { 2 } else { 1 };
-            chars += n - 1;
+            let c = text.get(at..).and_then(|t| t.chars().next()).unwrap_or(' ');
+            s16 += c.len_utf8() - c.len_utf16();
+            chars += c.len_utf8() - 1;
             self.surplus16.push(s16);
             self.surplus_chars.push(chars);
         }
@@ -431,8 +420,6 @@ mod tests {
         });
     }
 
-    /// Columns from the index's wide characters are the columns counted from the
-    /// line's start, at every character boundary.
     #[test]
     fn a_position_inside_a_crlf_is_the_end_of_its_line() {
         let text = "ab\r\ncd";
@@ -443,6 +430,8 @@ mod tests {
         assert_eq!(idx.utf16_position(text, 4), (1, 0));
     }
 
+    /// Columns from the index's wide characters are the columns counted from the
+    /// line's start, at every character boundary.
     #[test]
     fn columns_are_the_counted_columns() {
         use proptest::prelude::*;

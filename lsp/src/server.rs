@@ -26,10 +26,6 @@ use serde_json::{json, Value};
 use tokio::sync::{Mutex, Notify};
 use tower_lsp_server::jsonrpc::{Error, Result};
 use tower_lsp_server::ls_types::{self as lsp, *};
-
-/// Whether the client asked the server to shut down: the process exits 0 after
-/// `exit` if it did, 1 if not, as the protocol asks.
-pub static SHUT_DOWN: AtomicBool = AtomicBool::new(false);
 use tower_lsp_server::{Client, LanguageServer};
 
 use crate::buffer::Buffer;
@@ -41,6 +37,10 @@ pub const EXPLAIN_COMMAND: &str = "ctxpack.explain";
 
 /// The code action kind of "Explain E0401" actions.
 const EXPLAIN_KIND: &str = "quickfix.explain";
+
+/// Whether the client asked the server to shut down: the process exits 0 after
+/// `exit` if it did, 1 if not, as the protocol asks.
+pub static SHUT_DOWN: AtomicBool = AtomicBool::new(false);
 
 pub struct Backend {
     inner: Arc<Inner>,

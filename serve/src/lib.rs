@@ -85,8 +85,7 @@ impl Service {
         Arc::new(Service {
             // Held to the trust policy of `$CTXPACK_TRUST` or `./ctxpack.trust.toml`:
             // a pack whose signature fails is never prepared, so never cached.
-            registry: Registry::open(&config.registry)
-                .with_trust(ctxpack::signing::TrustPolicy::discover(None, None)),
+            registry: Registry::open_trusted(&config.registry),
             cache: Mutex::new(lru::LruCache::new(capacity)),
             loading: Mutex::new(Default::default()),
             permits: Arc::new(Semaphore::new(config.max_concurrency)),

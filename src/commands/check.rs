@@ -61,8 +61,19 @@ pub fn check_all(
     files.sort();
     files.dedup();
     let mut reports = Vec::with_capacity(files.len());
+    // Files of one project share its registry (and what it has loaded).
+    let mut registries: Vec<(PathBuf, crate::registry::Registry)> = Vec::new();
     for file in files {
-        let registry = crate::registry::Registry::for_pack(registry, &file);
+        let root = crate::registry::root_for_pack(registry, &file);
+        let at = match registries.iter().position(|(r, _)| *r == root) {
+            Some(at) => at,
+            None => {
+                let opened = crate::registry::Registry::open_trusted(root.clone());
+                registries.push((root, opened));
+                registries.len() - 1
+            }
+        };
+        let registry = &registries[at].1;
         let read = crate::source::read(&file).and_then(|source| {
             let lock = crate::imports::Lockfile::read(&crate::imports::Lockfile::path_for(&file))?;
             Ok((source, lock))
@@ -74,7 +85,7 @@ pub fn check_all(
                 continue;
             }
         };
-        let (checked, _) = check_source_with(&source, &registry, lock.as_ref());
+        let (checked, _) = check_source_with(&source, registry, lock.as_ref());
         reports.push(FileReport {
             path: files::display(&file),
             source,

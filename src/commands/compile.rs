@@ -239,9 +239,6 @@ fn pretty(value: &Value) -> String {
     s
 }
 
-/// Reads a JSON document, or YAML for `.yaml`/`.yml` files; `-` reads standard
-/// input (JSON, or else YAML). Exit 3 when the file is missing, unreadable or
-/// unparseable.
 /// Reads a list document (`--evidence`, `--memory`). A file that holds `null` (or an
 /// empty YAML file) is the wrong shape, exit 4, as an object is: a file given for a
 /// list must hold one (`[]` for none). Only an absent option means none.
@@ -256,6 +253,9 @@ fn read_list(what: &'static str) -> impl Fn(&Path) -> Result<Value, CliError> {
     }
 }
 
+/// Reads a JSON document, or YAML for `.yaml`/`.yml` files; `-` reads standard
+/// input (JSON, or else YAML). Exit 3 when the file is missing, unreadable or
+/// unparseable.
 pub fn read_document(path: &Path) -> Result<Value, CliError> {
     let bytes = crate::source::read_bytes(path)
         .map_err(|message| CliError::new("unreadable_input", 3, message))?;

@@ -449,7 +449,6 @@ fn list_keyword<'s>(tokens: &[Token<'s>]) -> Option<(&'s str, Vec<&'s str>)> {
     }
 }
 
-/// The stack of blocks open at the end of `tokens`.
 /// The fields a tool, intent, budget or bucket around the cursor does not declare yet
 /// (a budget's `bucket` repeats, so it is always offered).
 fn fields_left(block: Block, before: &[Token<'_>], after: &str) -> Vec<&'static str> {
@@ -510,6 +509,7 @@ fn absent_in_block<'k>(before: &[Token<'_>], after: &str, keywords: &[&'k str]) 
         .collect()
 }
 
+/// The stack of blocks open at the end of `tokens`.
 fn blocks(tokens: &[Token<'_>]) -> Vec<Block> {
     let mut stack: Vec<Block> = Vec::new();
     for (i, t) in tokens.iter().enumerate() {

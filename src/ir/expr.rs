@@ -60,18 +60,15 @@ impl Checker<'_> {
         // One W0201 per optional field per condition, at its first unguarded use:
         // `ctx.total > 5 and ctx.total < 10` is one missing guard, not two.
         let mut warned: Vec<String> = Vec::new();
-        let mut i = first;
-        while i < self.diags.len() {
-            let d = &self.diags[i];
-            if d.code == "W0201" && warned.contains(&d.message) {
-                self.diags.remove(i);
-            } else {
-                if d.code == "W0201" {
-                    warned.push(d.message.clone());
-                }
-                i += 1;
+        let mut condition = self.diags.split_off(first);
+        condition.retain(|d| {
+            if d.code != "W0201" || warned.contains(&d.message) {
+                return d.code != "W0201";
             }
-        }
+            warned.push(d.message.clone());
+            true
+        });
+        self.diags.append(&mut condition);
         let failed = self.diags.iter().filter(|d| d.is_error()).count() > before;
         if !failed && !matches!(typed.ty, Ty::Bool | Ty::Any | Ty::Error) {
             self.diags.push(
@@ -447,16 +444,15 @@ impl Checker<'_> {
             return false;
         }
         let name = &s.value;
-        if self.pack.library && !self.pack.declares(SymbolKind::Intent, name) {
-            // A library declares no intents: the packs that import it do, so the
-            // name is theirs to resolve.
-        } else if self.pack.declares(SymbolKind::Intent, name) {
+        if self.pack.declares(SymbolKind::Intent, name) {
             self.refs.push(Reference {
                 kind: SymbolKind::Intent,
                 name: name.as_str().into(),
                 span: s.span,
             });
-        } else {
+        } else if !self.pack.library {
+            // Unknown, unless this is a library: a library declares no intents, the
+            // packs that import it do, so there the name is theirs to resolve.
             let mut d = Diagnostic::new("E0102", s.span, format!("unknown intent `{name}`"))
                 .with_label("no intent of this name");
             match nearest(name, self.pack.names(SymbolKind::Intent)) {

@@ -266,8 +266,13 @@ impl Registry {
     /// relative to the current directory; held to the trust policy of `$CTXPACK_TRUST` or
     /// `./ctxpack.trust.toml` when there is one.
     pub fn from_env_or(dir_flag: Option<&Path>) -> Registry {
-        Registry::open(resolve_root(dir_flag, std::env::var_os(REGISTRY_ENV)))
-            .with_trust(TrustPolicy::discover(None, None))
+        Registry::open_trusted(resolve_root(dir_flag, std::env::var_os(REGISTRY_ENV)))
+    }
+
+    /// The registry at `root`, held to the trust policy of `$CTXPACK_TRUST` or
+    /// `./ctxpack.trust.toml` when there is one.
+    pub fn open_trusted(root: impl Into<PathBuf>) -> Registry {
+        Registry::open(root).with_trust(TrustPolicy::discover(None, None))
     }
 
     /// The registry for a command about the pack at `pack`: as [`Registry::from_env_or`],
@@ -277,14 +282,7 @@ impl Registry {
     /// `ctxpack check project/app.ctxpack` run from elsewhere resolves the imports of
     /// `project/` as a run inside it does.
     pub fn for_pack(dir_flag: Option<&Path>, pack: &Path) -> Registry {
-        let env = std::env::var_os(REGISTRY_ENV);
-        let named = dir_flag.is_some() || env.as_ref().is_some_and(|e| !e.is_empty());
-        let root = if named {
-            resolve_root(dir_flag, env)
-        } else {
-            default_root_for(pack)
-        };
-        Registry::open(root).with_trust(TrustPolicy::discover(None, None))
+        Registry::open_trusted(root_for_pack(dir_flag, pack))
     }
 
     /// Holds loads to a trust policy (or to the error reading one).
@@ -596,6 +594,17 @@ impl Registry {
             what,
             registry: self.root.clone(),
         }
+    }
+}
+
+/// Where [`Registry::for_pack`] opens the registry: `--registry`, else
+/// `CTXPACK_REGISTRY`, else [`default_root_for`] the pack.
+pub fn root_for_pack(dir_flag: Option<&Path>, pack: &Path) -> PathBuf {
+    let env = std::env::var_os(REGISTRY_ENV);
+    if dir_flag.is_some() || env.as_ref().is_some_and(|e| !e.is_empty()) {
+        resolve_root(dir_flag, env)
+    } else {
+        default_root_for(pack)
     }
 }
 

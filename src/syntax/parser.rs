@@ -351,20 +351,16 @@ impl<'s> Driver<'s> {
                 );
                 missing_reported = true;
             }
-            let before = self.diags.len();
+            let (start, before) = (pos, self.diags.len());
             pos = self.item_at(pos, &mut items);
             if first {
                 // A word that is no item either (`foo` before the header) is the one
                 // mistake already reported: not a second E0001 at the same place.
-                let at = self.diags[before.saturating_sub(1)].span.start;
-                let mut i = before;
-                while i < self.diags.len() {
-                    if self.diags[i].code == "E0001" && self.diags[i].span.start == at {
-                        self.diags.remove(i);
-                    } else {
-                        i += 1;
-                    }
-                }
+                let item = self.diags.split_off(before);
+                self.diags.extend(
+                    item.into_iter()
+                        .filter(|d| d.code != "E0001" || d.span.start != start),
+                );
             }
         }
         File {
@@ -627,21 +623,7 @@ impl<'s> Driver<'s> {
         let input = &self.source[pos..];
         let keyword_end = token_end(self.source, pos);
         let keyword = Span::new(pos, keyword_end);
-        let kind = match &self.source[pos..keyword_end] {
-            "tool" => BrokenKind::Tool,
-            "intent" => BrokenKind::Intent,
-            "policy" => BrokenKind::Policy,
-            "redactor" => BrokenKind::Redactor,
-            "block" => BrokenKind::Block,
-            "budget" => BrokenKind::Budget,
-            "context" => BrokenKind::Context,
-            "prompt" => BrokenKind::Prompt,
-            "import" => BrokenKind::Import,
-            // A misspelt keyword (`budgt`, `intnet`, `tol`) is the item it is one edit
-            // from: its name is declared and what it would hold is not reported
-            // missing, so the one mistake is one E0001.
-            word => misspelt_item(word).unwrap_or(BrokenKind::Other),
-        };
+        let kind = broken_kind(&self.source[pos..keyword_end]);
         let name = CtxpackParser::parse(Rule::item_head, input)
             .ok()
             .and_then(|mut pairs| pairs.next())
@@ -651,6 +633,8 @@ impl<'s> Driver<'s> {
                 span: self.span_at(pos, &p),
             })
             .or_else(|| {
+                // A misspelt keyword's head does not parse: the identifier after it on
+                // its line is the name of the item it stands for.
                 let named = matches!(
                     kind,
                     BrokenKind::Tool
@@ -659,17 +643,14 @@ impl<'s> Driver<'s> {
                         | BrokenKind::Redactor
                         | BrokenKind::Block
                 );
-                let word = &self.source[keyword_end..];
-                let at = keyword_end + (word.len() - word.trim_start_matches([' ', '\t']).len());
-                let end = at
-                    + self.source[at..]
-                        .bytes()
-                        .take_while(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_')
-                        .count();
-                let first = self.source.as_bytes().get(at);
-                (named && end > at && !first.is_some_and(u8::is_ascii_digit)).then(|| Ident {
-                    name: self.source[at..end].into(),
-                    span: Span::new(at, end),
+                let rest = &self.source[keyword_end..];
+                let at = keyword_end + (rest.len() - rest.trim_start_matches([' ', '\t']).len());
+                let pair = CtxpackParser::parse(Rule::ident, &self.source[at..])
+                    .ok()?
+                    .next()?;
+                named.then(|| Ident {
+                    name: pair.as_str().into(),
+                    span: self.span_at(at, &pair),
                 })
             });
         Some(Item {
@@ -1722,9 +1703,11 @@ fn starts_with_word(text: &str, word: &str) -> bool {
             .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
-/// The words that start a top-level item (the `pack` header excepted).
-/// The item a word one edit away from an item keyword was meant to be.
-fn misspelt_item(word: &str) -> Option<BrokenKind> {
+/// The kind of the broken item that starts with `word`: the item its keyword names,
+/// or, for a misspelt keyword (`budgt`, `intnet`, `tol`), the item it is one edit
+/// from, so that its name is declared and what it would hold is not reported
+/// missing (the one mistake is one E0001).
+fn broken_kind(word: &str) -> BrokenKind {
     const KINDS: &[(&str, BrokenKind)] = &[
         ("tool", BrokenKind::Tool),
         ("intent", BrokenKind::Intent),
@@ -1736,13 +1719,18 @@ fn misspelt_item(word: &str) -> Option<BrokenKind> {
         ("prompt", BrokenKind::Prompt),
         ("import", BrokenKind::Import),
     ];
-    let near = crate::diagnostic::nearest(word, KINDS.iter().map(|(k, _)| *k))?;
-    KINDS
-        .iter()
-        .find(|(k, _)| *k == near)
-        .map(|(_, kind)| *kind)
+    let kind_of = |w: &str| KINDS.iter().find(|(k, _)| *k == w).map(|(_, kind)| *kind);
+    kind_of(word)
+        .or_else(|| {
+            kind_of(crate::diagnostic::nearest(
+                word,
+                KINDS.iter().map(|(k, _)| *k),
+            )?)
+        })
+        .unwrap_or(BrokenKind::Other)
 }
 
+/// The words that start a top-level item (the `pack` header excepted).
 pub const ITEM_KEYWORDS: &[&str] = &[
     "import",
     "description",
