@@ -407,3 +407,26 @@ fn quick_diagnostics_follow_the_item_and_equal_a_full_check() {
         assert!(before.quick_diagnostics(&new).is_none(), "{replace}");
     }
 }
+
+/// A syntax error's "expected" list comes from a second, detailed parse, switched on
+/// by a flag pest keeps for the whole process: parses on several threads at once
+/// (the language server's, parallel checks) must each name every expected token.
+#[test]
+fn syntax_errors_read_the_same_from_many_threads() {
+    let text = "pack \"a/b\" version \"1.0.0\"\n\npolicy p {\n  when ctx.a == 1 z\n}\n\ntool t {\n  kind read risk\n}\n";
+    let (_, alone) = ctxpack::syntax::parse(text);
+    assert!(
+        alone.iter().any(|d| d.message.contains("or `}`")),
+        "{alone:?}"
+    );
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..3000 {
+                    let (_, diags) = ctxpack::syntax::parse(text);
+                    assert_eq!(diags, alone);
+                }
+            });
+        }
+    });
+}

@@ -70,6 +70,20 @@ pub(super) fn outline(a: &Analysis) -> Vec<OutlineSymbol> {
     let text = a.text();
     let slice = |s: Span| text.get(s.start..s.end).unwrap_or("").to_owned();
     let trim = |s: Span| trim_trivia(text, s);
+    // A context field or a tool's input field: its name, with its type as detail.
+    let field = |name: &crate::syntax::ast::Ident, ty: &crate::syntax::ast::TypeExpr| {
+        let mut c = leaf(
+            &name.name,
+            OutlineKind::Field,
+            name.span.to(trim(ty.span)),
+            name.span,
+        );
+        c.detail = Some(slice(trim(ty.span)));
+        c
+    };
+    let field_symbols = |fields: &[crate::syntax::ast::FieldDecl]| -> Vec<OutlineSymbol> {
+        fields.iter().map(|f| field(&f.path, &f.ty)).collect()
+    };
     let mut out = Vec::new();
     if let Some(h) = &file.header {
         let mut s = leaf(&h.name.value, OutlineKind::Pack, h.span, h.name.span);
@@ -89,19 +103,7 @@ pub(super) fn outline(a: &Analysis) -> Vec<OutlineSymbol> {
             ItemKind::Session(_) => leaf("session directives", OutlineKind::Description, span, kw),
             ItemKind::Context(fields) => {
                 let mut s = leaf("context", OutlineKind::Context, span, kw);
-                s.children = fields
-                    .iter()
-                    .map(|f| {
-                        let mut c = leaf(
-                            &f.path.name,
-                            OutlineKind::Field,
-                            f.path.span.to(trim(f.ty.span)),
-                            f.path.span,
-                        );
-                        c.detail = Some(slice(trim(f.ty.span)));
-                        c
-                    })
-                    .collect();
+                s.children = field_symbols(fields);
                 s
             }
             ItemKind::Prompt(p) => {
@@ -132,16 +134,7 @@ pub(super) fn outline(a: &Analysis) -> Vec<OutlineSymbol> {
                     .input
                     .iter()
                     .flatten()
-                    .map(|f| {
-                        let mut c = leaf(
-                            &f.name.name,
-                            OutlineKind::Field,
-                            f.name.span.to(trim(f.ty.span)),
-                            f.name.span,
-                        );
-                        c.detail = Some(slice(trim(f.ty.span)));
-                        c
-                    })
+                    .map(|f| field(&f.name, &f.ty))
                     .collect();
                 s
             }
@@ -186,10 +179,17 @@ pub(super) fn outline(a: &Analysis) -> Vec<OutlineSymbol> {
                     BrokenKind::Import => (OutlineKind::Import, "import"),
                     BrokenKind::Other => continue,
                 };
-                match &b.name {
+                let mut s = match &b.name {
                     Some(name) => leaf(&name.name, kind, span, name.span),
                     None => leaf(fallback, kind, span, kw),
+                };
+                // A broken context block still lists the fields that parsed; its
+                // entry reaches down to the last of them.
+                s.children = field_symbols(&b.fields);
+                if let Some(last) = s.children.last() {
+                    s.span = s.span.to(last.span);
                 }
+                s
             }
         };
         out.push(sym);

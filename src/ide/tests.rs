@@ -360,6 +360,44 @@ fn outline() {
     }
 }
 
+/// A context block with a bad line still outlines, hovers and completes the fields
+/// that parsed, and its entry covers them.
+#[test]
+fn a_broken_context_keeps_the_fields_that_parsed() {
+    let src = PACK.replace(
+        "order.total: float?",
+        "order.total float?\n  order.id: string",
+    );
+    let a = Analysis::new(src.clone());
+    let symbols = a.document_symbols();
+    let context = symbols.iter().find(|s| s.kind == OutlineKind::Context);
+    let children: Vec<&str> = context
+        .map(|c| c.children.iter().map(|f| f.name.as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(children, ["user.tier", "order.id"]);
+    for c in context.iter().flat_map(|c| &c.children) {
+        let parent = context.map(|p| p.span).unwrap_or_default();
+        assert!(
+            parent.start <= c.span.start && c.span.end <= parent.end,
+            "{c:?}"
+        );
+    }
+    let h = a
+        .hover(at(&src, "user.tier }}", 0))
+        .map(|h| h.markdown)
+        .unwrap_or_default();
+    assert!(
+        h.contains("enum(\"free\", \"pro\")") && h.contains("The customer's plan."),
+        "{h}"
+    );
+    let labels: Vec<String> = a
+        .completion(at(&src, "user.tier }}", 0))
+        .into_iter()
+        .map(|c| c.label)
+        .collect();
+    assert!(labels.iter().any(|l| l == "ctx.order.id"), "{labels:?}");
+}
+
 #[test]
 fn no_query_panics_at_any_offset() {
     let inputs = [

@@ -91,6 +91,7 @@ struct Builder<'a> {
 fn names_declared(kind: &ItemKind) -> usize {
     match kind {
         ItemKind::Context(fields) => fields.len(),
+        ItemKind::Broken(b) => b.fields.len().max(1),
         ItemKind::Budget(budget) => budget.buckets.len(),
         _ => 1,
     }
@@ -195,6 +196,25 @@ impl<'a> Builder<'a> {
         true
     }
 
+    /// Declares a context block's fields (E0101 for a path declared twice).
+    fn declare_fields(&mut self, fields: &'a [ast::FieldDecl]) {
+        for f in fields {
+            if self.define(SymbolKind::Field, &f.path.name, f.path.span) {
+                self.def(SymbolKind::Field, &f.path);
+                self.pack
+                    .field_index
+                    .insert(f.path.name.clone(), self.pack.fields.len());
+                self.pack.fields.push(Field {
+                    path: f.path.name.clone(),
+                    ty: Ty::from_ast(&f.ty.kind),
+                    optional: f.ty.optional,
+                    span: f.path.span,
+                    doc: f.doc.clone(),
+                });
+            }
+        }
+    }
+
     fn declare(&mut self, file: &'a ast::File) {
         let mut seen_budget = false;
         for item in &file.items {
@@ -219,23 +239,7 @@ impl<'a> Builder<'a> {
                         self.declare_named(SymbolKind::Bucket, &bucket.name);
                     }
                 }
-                ItemKind::Context(fields) => {
-                    for f in fields {
-                        if self.define(SymbolKind::Field, &f.path.name, f.path.span) {
-                            self.def(SymbolKind::Field, &f.path);
-                            self.pack
-                                .field_index
-                                .insert(f.path.name.clone(), self.pack.fields.len());
-                            self.pack.fields.push(Field {
-                                path: f.path.name.clone(),
-                                ty: Ty::from_ast(&f.ty.kind),
-                                optional: f.ty.optional,
-                                span: f.path.span,
-                                doc: f.doc.clone(),
-                            });
-                        }
-                    }
-                }
+                ItemKind::Context(fields) => self.declare_fields(fields),
                 ItemKind::Broken(broken) => {
                     let kind = match broken.kind {
                         BrokenKind::Tool => SymbolKind::Tool,
@@ -245,7 +249,9 @@ impl<'a> Builder<'a> {
                         BrokenKind::Block => SymbolKind::Block,
                         BrokenKind::Bucket => SymbolKind::Bucket,
                         BrokenKind::Context => {
-                            // Fields after the error are unknown: do not report their uses.
+                            // The lines that parsed are declared; what the broken ones
+                            // declare is unknown: do not report uses of unknown paths.
+                            self.declare_fields(&broken.fields);
                             self.pack.unresolved_fields = true;
                             continue;
                         }
@@ -620,6 +626,16 @@ impl<'a> Builder<'a> {
                 let block = block(&self.pack, item, bl, out);
                 self.pack.blocks.push(block);
             }
+            // A broken intent's head still says whether it is the fallback.
+            ItemKind::Broken(b) if b.fallback && !self.pack.library => {
+                if let Some(name) = b
+                    .name
+                    .as_ref()
+                    .filter(|n| self.is_first(SymbolKind::Intent, n))
+                {
+                    second_fallback(name, seen, out);
+                }
+            }
             ItemKind::Intent(_)
             | ItemKind::Redactor(_)
             | ItemKind::Policy(_)
@@ -737,18 +753,8 @@ impl<'a> Builder<'a> {
         if self.library_forbids(item, "an intent") {
             return;
         }
-        if let Some(fb) = i.fallback {
-            if let Some(first) = seen.fallback {
-                out.diags.push(
-                    Diagnostic::new("E0106", i.name.span, format!("intent `{}` is a second `fallback`", i.name.name))
-                        .with_label("second fallback intent")
-                        .with_secondary(first, "first fallback here")
-                        .with_help("a pack has at most one fallback intent; remove `fallback` from one of them"),
-                );
-            } else {
-                seen.fallback = Some(i.name.span);
-            }
-            let _ = fb;
+        if i.fallback.is_some() {
+            second_fallback(&i.name, seen, out);
         }
         let intent = intent(&self.pack, item, i, out);
         self.pack.intents.push(intent);
@@ -1009,4 +1015,24 @@ pub(crate) fn item_alone(pack: &Pack, item: &ast::Item) -> Option<(ItemIr, Vec<D
         _ => return None,
     };
     Some((built, out.diags))
+}
+
+/// Records the fallback intent `name`; E0106 when it is the second.
+fn second_fallback(name: &ast::Ident, seen: &mut Seen, out: &mut BodyOut) {
+    if let Some(first) = seen.fallback {
+        out.diags.push(
+            Diagnostic::new(
+                "E0106",
+                name.span,
+                format!("intent `{}` is a second `fallback`", name.name),
+            )
+            .with_label("second fallback intent")
+            .with_secondary(first, "first fallback here")
+            .with_help(
+                "a pack has at most one fallback intent; remove `fallback` from one of them",
+            ),
+        );
+    } else {
+        seen.fallback = Some(name.span);
+    }
 }

@@ -123,6 +123,12 @@ pub enum BrokenKind {
 pub struct Broken {
     pub kind: BrokenKind,
     pub name: Option<Ident>,
+    /// A broken `context` block's field declarations that parsed, each on its own:
+    /// they stay declared and typed, so one bad line does not hide the checks of the
+    /// others. Empty for every other kind.
+    pub fields: Vec<FieldDecl>,
+    /// A broken intent whose head says `fallback`: it still counts for E0106.
+    pub fallback: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

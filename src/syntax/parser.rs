@@ -400,10 +400,81 @@ impl<'s> Driver<'s> {
                 self.skip_trivia(end)
             }
             Err(error_at) => {
-                if let Some(item) = self.broken_item(pos) {
+                let end = self.recover(pos, error_at);
+                if end < error_at {
+                    self.unclosed(pos, end);
+                }
+                if let Some(mut item) = self.broken_item(pos) {
+                    if let ItemKind::Broken(b) = &mut item.kind {
+                        if b.kind == BrokenKind::Context {
+                            b.fields = self.salvage_fields(pos, end);
+                        }
+                    }
                     items.push(item);
                 }
-                self.recover(pos, error_at)
+                end
+            }
+        }
+    }
+
+    /// The E0001 just reported for the item at `pos`, when the item's braces never
+    /// close and the next item starts the line of the error (`prompt system` read as
+    /// a field `prompt` missing its `:`): said as what it is, an unclosed block.
+    fn unclosed(&mut self, pos: usize, next: usize) {
+        let Some(d) = self.diags.last_mut().filter(|d| d.code == "E0001") else {
+            return;
+        };
+        let keyword = &self.source[pos..token_end(self.source, pos)];
+        let found = Span::new(next, token_end(self.source, next));
+        *d = Diagnostic::new(
+            "E0001",
+            found,
+            format!(
+                "expected `}}` before `{}`: this `{keyword}` is never closed",
+                &self.source[found.start..found.end]
+            ),
+        )
+        .with_label("expected `}` before this item")
+        .with_secondary(Span::new(pos, pos + keyword.len()), "opened here")
+        .with_help(format!(
+            "close the `{keyword}` with `}}` before the next item"
+        ));
+    }
+
+    /// The field declarations of a broken `context` block (from `pos` to `end`) that
+    /// parse on their own: each is tried where the previous one ended, and a line
+    /// that does not parse is skipped. The block's one E0001 is already reported;
+    /// this only keeps the good lines declared.
+    fn salvage_fields(&mut self, pos: usize, end: usize) -> Vec<FieldDecl> {
+        let src = self.source.as_bytes();
+        let mut i = self.skip_trivia(token_end(self.source, pos));
+        if i >= end || src.get(i) != Some(&b'{') {
+            return Vec::new();
+        }
+        i += 1;
+        let mut fields = Vec::new();
+        loop {
+            i = self.skip_trivia(i);
+            if i >= end || src.get(i) == Some(&b'}') {
+                return fields;
+            }
+            let Some(rest) = self.source.get(i..end) else {
+                return fields;
+            };
+            match CtxpackParser::parse(Rule::field_decl, rest).map(|mut p| p.next()) {
+                Ok(Some(pair)) => {
+                    let next = i + pair.as_span().end();
+                    let before = self.diags.len();
+                    let field = self.field_decl(i, pair);
+                    if self.diags[before..].iter().all(|d| d.code != "E0001") {
+                        fields.push(field);
+                    }
+                    i = next;
+                }
+                _ => match self.source[i..end].find('\n') {
+                    Some(nl) => i += nl + 1,
+                    None => return fields,
+                },
             }
         }
     }
@@ -567,12 +638,19 @@ impl<'s> Driver<'s> {
         let mut depth: i64 = 0;
         let mut i = item_start;
         let mut fallback: Option<usize> = None;
+        // Inside braces that never close, the error can be on the next item's own line
+        // (`prompt system` read as a field `prompt` missing its `:`): an item keyword
+        // that starts the error's line counts.
+        let error_line = self.source[..error_at.min(src.len())]
+            .rfind('\n')
+            .map_or(0, |nl| nl + 1);
         while i < src.len() {
             let b = src[i];
-            if i >= error_at
-                && i > item_start
+            if i > item_start
+                && (i >= error_at || (depth > 0 && i >= error_line))
                 && (depth <= 0 || at_line_start(src, i))
-                && is_item_keyword(self.source, i)
+                && (is_item_keyword(self.source, i)
+                    || (depth <= 0 && at_line_start(src, i) && is_misspelt_item(self.source, i)))
             {
                 if depth <= 0 {
                     return i;
@@ -624,9 +702,15 @@ impl<'s> Driver<'s> {
         let keyword_end = token_end(self.source, pos);
         let keyword = Span::new(pos, keyword_end);
         let kind = broken_kind(&self.source[pos..keyword_end]);
-        let name = CtxpackParser::parse(Rule::item_head, input)
+        let head = CtxpackParser::parse(Rule::item_head, input)
             .ok()
-            .and_then(|mut pairs| pairs.next())
+            .and_then(|mut pairs| pairs.next());
+        let fallback = head.as_ref().is_some_and(|h| {
+            h.clone()
+                .into_inner()
+                .any(|p| p.as_rule() == Rule::kw_fallback)
+        });
+        let name = head
             .and_then(|pair| pair.into_inner().nth(1))
             .map(|p| Ident {
                 name: p.as_str().into(),
@@ -654,7 +738,12 @@ impl<'s> Driver<'s> {
                 })
             });
         Some(Item {
-            kind: ItemKind::Broken(Broken { kind, name }),
+            kind: ItemKind::Broken(Broken {
+                kind,
+                name,
+                fields: Vec::new(),
+                fallback,
+            }),
             span: Span::new(pos, keyword_end),
             keyword,
             doc: self.doc_above(pos),
@@ -1538,10 +1627,22 @@ fn ends_with_last_operand(kind: &ExprKind, span: Span) -> Span {
 /// position can fall short of where the parse really got stuck. Error paths are rare,
 /// so we parse the failing item again with pest's detailed attempt tracking on, and
 /// return the furthest position reached and the literal tokens expected there.
+///
+/// pest's switch for that tracking is one global flag, so the detailed parses of
+/// several threads (the language server's, parallel checks) take turns: without the
+/// lock one thread could switch it off in the middle of another's parse, which would
+/// then name fewer expected tokens.
 fn expected_tokens(rule: Rule, input: &str) -> (Option<usize>, Vec<String>) {
-    pest::set_error_detail(true);
-    let result = CtxpackParser::parse(rule, input);
-    pest::set_error_detail(false);
+    static DETAIL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let result = {
+        let _turn = DETAIL
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        pest::set_error_detail(true);
+        let result = CtxpackParser::parse(rule, input);
+        pest::set_error_detail(false);
+        result
+    };
     let Err(err) = result else {
         return (None, Vec::new());
     };
@@ -1757,6 +1858,14 @@ fn is_item_keyword(source: &str, at: usize) -> bool {
     !prev_is_word
         && (starts_with_word(text, "pack")
             || ITEM_KEYWORDS.iter().any(|k| starts_with_word(text, k)))
+}
+
+/// A word one edit from an item keyword, starting a line (`tol lookup {`): after a
+/// broken item, the next misspelt one is an item of its own, not more of the first.
+fn is_misspelt_item(source: &str, at: usize) -> bool {
+    let end = token_end(source, at);
+    let prev_is_word = at > 0 && source.as_bytes()[at - 1].is_ascii_alphanumeric();
+    !prev_is_word && end > at && broken_kind(&source[at..end]) != BrokenKind::Other
 }
 
 fn at_line_start(src: &[u8], i: usize) -> bool {

@@ -77,12 +77,7 @@ impl Shift for ItemKind {
                 i.version.shift(delta);
             }
             ItemKind::Description(s) => s.shift(delta),
-            ItemKind::Context(fields) => {
-                for f in fields {
-                    f.path.shift(delta);
-                    f.ty.shift(delta);
-                }
-            }
+            ItemKind::Context(fields) => fields.shift(delta),
             ItemKind::Prompt(p) => {
                 p.role_span.shift(delta);
                 p.text.shift(delta);
@@ -154,8 +149,18 @@ impl Shift for ItemKind {
                 b.text.shift(delta);
             }
             ItemKind::Session(s) => s.shift(delta),
-            ItemKind::Broken(b) => b.name.shift(delta),
+            ItemKind::Broken(b) => {
+                b.name.shift(delta);
+                b.fields.shift(delta);
+            }
         }
+    }
+}
+
+impl Shift for FieldDecl {
+    fn shift(&mut self, delta: isize) {
+        self.path.shift(delta);
+        self.ty.shift(delta);
     }
 }
 
