@@ -406,10 +406,28 @@ impl Inner {
         t: &Text<'_>,
         diagnostics: &[Diagnostic],
     ) -> Vec<lsp::Diagnostic> {
-        diagnostics
-            .iter()
-            .map(|d| self.diagnostic(uri, t, d))
+        let lock = self.lock_problem(uri).map(|problem| lsp::Diagnostic {
+            range: lsp::Range::default(),
+            severity: Some(DiagnosticSeverity::ERROR),
+            source: Some("ctxpack".to_owned()),
+            message: format!(
+                "{problem}\nhelp: imports are not checked against it until it is fixed, and \
+                 `ctxpack check` refuses the pack (exit 3); fix it, or delete it and run \
+                 `ctxpack build` to write it anew"
+            ),
+            ..lsp::Diagnostic::default()
+        });
+        lock.into_iter()
+            .chain(diagnostics.iter().map(|d| self.diagnostic(uri, t, d)))
             .collect()
+    }
+
+    /// Why the lockfile beside the document cannot be read, when it cannot (a
+    /// missing one is no problem).
+    fn lock_problem(&self, uri: &Uri) -> Option<String> {
+        let path = uri.to_file_path()?;
+        let lockfile = self.workspace().resolve(&path).lockfile;
+        ctxpack::imports::Lockfile::read(&lockfile).err()
     }
 
     /// Before a document's full analysis: while quick diagnostics

@@ -1236,6 +1236,26 @@ fn imports_resolve_from_the_project_and_reload_when_it_changes() {
         "{markdown}"
     );
     assert!(markdown.contains("- redactor `email`"), "{markdown}");
+    // A lockfile that is not JSON: said on the document (check refuses it), not
+    // taken silently for no lockfile.
+    std::fs::write(&lock, "{ not json").unwrap();
+    c.notify(
+        "workspace/didChangeWatchedFiles",
+        json!({ "changes": [{ "uri": file_uri(&lock), "type": 2 }] }),
+    );
+    let d = c.diagnostics_of(&uri);
+    let all = d["diagnostics"].as_array().unwrap();
+    assert_eq!(all.len(), 1, "{d:#}");
+    let message = all[0]["message"].as_str().unwrap_or("");
+    assert!(message.contains("is not a valid lockfile"), "{message}");
+    assert_eq!(all[0]["severity"], 1, "{d:#}");
+    std::fs::remove_file(&lock).unwrap();
+    c.notify(
+        "workspace/didChangeWatchedFiles",
+        json!({ "changes": [{ "uri": file_uri(&lock), "type": 3 }] }),
+    );
+    let d = c.diagnostics_of(&uri);
+    assert_eq!(d["diagnostics"], json!([]), "{d:#}");
     c.shutdown();
 }
 
