@@ -280,7 +280,9 @@ fn describe(a: &Analysis, kind: SymbolKind, name: &str) -> String {
             let Some(k) = b.buckets.iter().find(|k| k.name == name) else {
                 return format!("**bucket** `{name}`");
             };
-            out.push_str(&format!("**bucket** `{name}`\n\n"));
+            out.push_str(&format!("**bucket** `{name}`"));
+            doc_and(k.doc.as_deref(), &mut out);
+            out.push_str("\n\n");
             match (k.share_ppm, b.total) {
                 (Some(ppm), Some((total, _))) if total > 0 => {
                     let tokens = (total as u128 * ppm as u128 / 1_000_000) as u64;

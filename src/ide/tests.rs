@@ -360,6 +360,23 @@ fn outline() {
     }
 }
 
+#[test]
+fn hover_on_a_bucket_shows_its_doc_comment() {
+    let src = PACK.replace(
+        "  bucket evidence {",
+        "  /// Retrieved passages, best first.\n  bucket evidence {",
+    );
+    let a = Analysis::new(src.clone());
+    let h = a
+        .hover(at(&src, "evidence {", 0))
+        .map(|h| h.markdown)
+        .unwrap_or_default();
+    assert!(
+        h.starts_with("**bucket** `evidence`\n\nRetrieved passages, best first.\n\nshare 45%"),
+        "{h}"
+    );
+}
+
 /// A context block with a bad line still outlines, hovers and completes the fields
 /// that parsed, and its entry covers them.
 #[test]

@@ -730,6 +730,7 @@ impl<'a> Builder<'a> {
                         overflow: bk
                             .overflow
                             .map_or(crate::artifact::Overflow::Drop, |o| o.value),
+                        doc: bk.doc.clone(),
                     })
                     .collect(),
             });

@@ -176,6 +176,8 @@ pub struct BucketIr {
     pub priority: i64,
     pub min: Option<(i64, Span)>,
     pub overflow: Overflow,
+    /// The `///` comment above the bucket.
+    pub doc: Option<String>,
 }
 
 #[derive(Debug, Clone)]

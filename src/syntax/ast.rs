@@ -200,6 +200,8 @@ pub struct BucketDecl {
     pub min: Option<Spanned<i64>>,
     pub overflow: Option<Spanned<Overflow>>,
     pub span: Span,
+    /// The `///` comment above the bucket.
+    pub doc: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -1158,6 +1158,7 @@ impl<'s> Driver<'s> {
             min: None,
             overflow: None,
             span,
+            doc: self.doc_above(span.start),
         };
         for p in inner {
             let kw = self.first_span(base, &p);
