@@ -44,7 +44,9 @@ pub fn resolve(pack: &Pack, kind: SymbolKind, name: &NameRef, diags: &mut Vec<Di
     if pack.declares(kind, &name.name) {
         return true;
     }
-    if pack.unresolved_imports {
+    // A missing import may declare tools or redactors, never buckets (a library has
+    // no budget), so unknown buckets are reported all the same.
+    if pack.unresolved_imports && kind != SymbolKind::Bucket {
         return false;
     }
     let mut d = Diagnostic::new(

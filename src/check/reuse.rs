@@ -50,6 +50,8 @@ pub fn same_analysis_input(old: &Pack, new: &Pack, edit: &TextEdit) -> bool {
         && same_place(e, old.header_span, new.header_span)
         && old.unresolved_imports == new.unresolved_imports
         && old.unresolved_fields == new.unresolved_fields
+        && old.fields_unknown == new.fields_unknown
+        && old.field_holes == new.field_holes
         && opt_place(e, old.session, new.session)
         && old.origins == new.origins
         && old.prohibition_origins == new.prohibition_origins

@@ -48,8 +48,7 @@ pub fn check(pack: &Pack, diags: &mut Vec<Diagnostic>) {
         permitted: &permitted,
         // A broken intent may permit any tool: W0401 would be a guess.
         // So may a pack whose header did not parse: it may be a library.
-        intent_broken: pack.header_broken
-            || pack.broken.iter().any(|d| d.kind == SymbolKind::Intent),
+        intent_broken: pack.header_broken || pack.broken_intent,
     };
     for tool in &pack.tools {
         risk_and_approval(tool, diags);

@@ -253,6 +253,8 @@ impl<'a> Builder<'a> {
                             // declare is unknown: do not report uses of unknown paths.
                             self.declare_fields(&broken.fields);
                             self.pack.unresolved_fields = true;
+                            self.pack.fields_unknown |= broken.unknown_fields;
+                            self.pack.field_holes.extend(broken.holes.iter().cloned());
                             continue;
                         }
                         BrokenKind::Import => {
@@ -261,6 +263,9 @@ impl<'a> Builder<'a> {
                         }
                         BrokenKind::Budget | BrokenKind::Prompt | BrokenKind::Other => continue,
                     };
+                    if kind == SymbolKind::Intent {
+                        self.pack.broken_intent = true;
+                    }
                     // Its head parsed, so it declares its name: a second definition
                     // of a name is E0101 whichever copy is broken.
                     if let Some(name) = &broken.name {

@@ -152,9 +152,10 @@ impl Checker<'_> {
     }
 
     fn unknown_path(&mut self, path: &str, span: Span) {
-        if (self.pack.unresolved_imports || self.pack.unresolved_fields) && path.starts_with("ctx.")
-        {
-            return;
+        if let Some(field) = path.strip_prefix("ctx.") {
+            if self.pack.unresolved_imports || self.pack.may_declare(field) {
+                return;
+            }
         }
         let candidates = all_paths(self.pack);
         let mut d = Diagnostic::new("E0201", span, format!("unknown field path `{path}`"))

@@ -117,6 +117,14 @@ pub struct Pack {
     pub unresolved_imports: bool,
     /// A `context` block failed to parse; uses of its fields are not reported.
     pub unresolved_fields: bool,
+    /// The paths that the bad lines of a broken `context` block begin with: what
+    /// they may have declared.
+    pub field_holes: Vec<String>,
+    /// A bad line of a broken `context` block begins with no path: any field may be
+    /// missing.
+    pub fields_unknown: bool,
+    /// An intent failed to parse (named or not): the tools it permits are unknown.
+    pub broken_intent: bool,
     pub(crate) field_index: foldhash::HashMap<Arc<str>, usize>,
     /// Every declared name with the kinds it is declared as (a bit per
     /// [`SymbolKind`]), broken items included; filled by [`build`].
@@ -259,6 +267,21 @@ pub struct BlockIr {
 }
 
 impl Pack {
+    /// Whether a broken `context` block may have declared `path` (below `ctx.`), so
+    /// that a use of it is not reported as unknown: it is, extends or leads to a
+    /// path a bad line begins with, or a bad line begins with none.
+    pub fn may_declare(&self, path: &str) -> bool {
+        let related = |hole: &str| {
+            let under = |long: &str, short: &str| {
+                long.strip_prefix(short)
+                    .is_some_and(|r| r.is_empty() || r.starts_with('.'))
+            };
+            under(path, hole) || under(hole, path)
+        };
+        self.unresolved_fields
+            && (self.fields_unknown || self.field_holes.iter().any(|h| related(h)))
+    }
+
     /// The context field at `path` (below `ctx`).
     pub fn field(&self, path: &str) -> Option<&Field> {
         self.field_index.get(path).map(|&i| &self.fields[i])

@@ -320,6 +320,9 @@ pub(crate) fn same_declarations(old: &Pack, new: &Pack, e: &TextEdit) -> bool {
         && old.session.is_some() == new.session.is_some()
         && old.unresolved_imports == new.unresolved_imports
         && old.unresolved_fields == new.unresolved_fields
+        && old.fields_unknown == new.fields_unknown
+        && old.field_holes == new.field_holes
+        && old.broken_intent == new.broken_intent
         && old.origins == new.origins
         && defs(&old.definitions, &new.definitions)
         && defs(&old.broken, &new.broken)

@@ -129,6 +129,13 @@ pub struct Broken {
     pub fields: Vec<FieldDecl>,
     /// A broken intent whose head says `fallback`: it still counts for E0106.
     pub fallback: bool,
+    /// A broken `context` block's lines that did not parse: the paths they begin
+    /// with (`customer.age` of `customer.age int`), which they may have meant to
+    /// declare.
+    pub holes: Vec<String>,
+    /// A line of a broken `context` block that does not even begin with a path: what
+    /// it declares is anyone's guess.
+    pub unknown_fields: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -407,7 +407,7 @@ impl<'s> Driver<'s> {
                 if let Some(mut item) = self.broken_item(pos) {
                     if let ItemKind::Broken(b) = &mut item.kind {
                         if b.kind == BrokenKind::Context {
-                            b.fields = self.salvage_fields(pos, end);
+                            self.salvage_fields(b, pos, end.min(self.source.len()), error_at);
                         }
                     }
                     items.push(item);
@@ -442,39 +442,49 @@ impl<'s> Driver<'s> {
     }
 
     /// The field declarations of a broken `context` block (from `pos` to `end`) that
-    /// parse on their own: each is tried where the previous one ended, and a line
-    /// that does not parse is skipped. The block's one E0001 is already reported;
-    /// this only keeps the good lines declared.
-    fn salvage_fields(&mut self, pos: usize, end: usize) -> Vec<FieldDecl> {
+    /// parse on their own, into `b.fields`: each is tried where the previous one
+    /// ended, and a line that does not parse is skipped, the path it begins with
+    /// recorded in `b.holes`. The first bad line's E0001 (at `error_at`) is already
+    /// reported; each later bad line gets its own.
+    fn salvage_fields(&mut self, b: &mut Broken, pos: usize, end: usize, error_at: usize) {
         let src = self.source.as_bytes();
         let mut i = self.skip_trivia(token_end(self.source, pos));
         if i >= end || src.get(i) != Some(&b'{') {
-            return Vec::new();
+            b.unknown_fields = true;
+            return;
         }
         i += 1;
-        let mut fields = Vec::new();
+        let reported_to = self.source[error_at.min(end)..end]
+            .find('\n')
+            .map_or(end, |nl| error_at.min(end) + nl);
         loop {
             i = self.skip_trivia(i);
             if i >= end || src.get(i) == Some(&b'}') {
-                return fields;
+                return;
             }
-            let Some(rest) = self.source.get(i..end) else {
-                return fields;
-            };
-            match CtxpackParser::parse(Rule::field_decl, rest).map(|mut p| p.next()) {
-                Ok(Some(pair)) => {
-                    let next = i + pair.as_span().end();
-                    let before = self.diags.len();
-                    let field = self.field_decl(i, pair);
-                    if self.diags[before..].iter().all(|d| d.code != "E0001") {
-                        fields.push(field);
-                    }
-                    i = next;
+            let rest = &self.source[i..end];
+            if let Ok(Some(pair)) =
+                CtxpackParser::parse(Rule::field_decl, rest).map(|mut p| p.next())
+            {
+                let next = i + pair.as_span().end();
+                let before = self.diags.len();
+                let field = self.field_decl(i, pair);
+                if self.diags[before..].iter().all(|d| d.code != "E0001") {
+                    b.fields.push(field);
                 }
-                _ => match self.source[i..end].find('\n') {
-                    Some(nl) => i += nl + 1,
-                    None => return fields,
-                },
+                i = next;
+                continue;
+            }
+            match CtxpackParser::parse(Rule::field_path, rest).map(|mut p| p.next()) {
+                Ok(Some(path)) => b.holes.push(path.as_str().to_owned()),
+                _ => b.unknown_fields = true,
+            }
+            if i > reported_to {
+                let _ = self.parse_rule(Rule::field_decl, i);
+            }
+            match rest.find('\n') {
+                Some(nl) => i += nl + 1,
+                None => return,
             }
         }
     }
@@ -648,9 +658,10 @@ impl<'s> Driver<'s> {
             let b = src[i];
             if i > item_start
                 && (i >= error_at || (depth > 0 && i >= error_line))
-                && (depth <= 0 || at_line_start(src, i))
+                && (at_line_start(src, i)
+                    || (depth <= 0 && (i == error_at || after_item_end(src, i))))
                 && (is_item_keyword(self.source, i)
-                    || (depth <= 0 && at_line_start(src, i) && is_misspelt_item(self.source, i)))
+                    || (depth <= 0 && is_misspelt_item(self.source, i)))
             {
                 if depth <= 0 {
                     return i;
@@ -736,6 +747,15 @@ impl<'s> Driver<'s> {
                     name: pair.as_str().into(),
                     span: self.span_at(at, &pair),
                 })
+            })
+            // A name that goes on past what an identifier may hold (`get-order`,
+            // `lookupOrder`) is not declared cut short: two such would be duplicates
+            // (`get`), and a tool called `get` would be taken for it.
+            .filter(|n| {
+                self.source[n.span.end..]
+                    .chars()
+                    .next()
+                    .is_none_or(|c| c.is_whitespace() || c == '{' || c == '"' || c == '/')
             });
         Some(Item {
             kind: ItemKind::Broken(Broken {
@@ -743,6 +763,8 @@ impl<'s> Driver<'s> {
                 name,
                 fields: Vec::new(),
                 fallback,
+                holes: Vec::new(),
+                unknown_fields: false,
             }),
             span: Span::new(pos, keyword_end),
             keyword,
@@ -1861,12 +1883,25 @@ fn is_item_keyword(source: &str, at: usize) -> bool {
             || ITEM_KEYWORDS.iter().any(|k| starts_with_word(text, k)))
 }
 
-/// A word one edit from an item keyword, starting a line (`tol lookup {`): after a
+/// A word close to an item keyword in the first column (`tol lookup {`): after a
 /// broken item, the next misspelt one is an item of its own, not more of the first.
+/// Only in the first column: an indented `tools lookup` or `bucket b { .. }` is the
+/// body of an item whose `{` is missing, not a misspelt `tool` or `budget`.
 fn is_misspelt_item(source: &str, at: usize) -> bool {
     let end = token_end(source, at);
-    let prev_is_word = at > 0 && source.as_bytes()[at - 1].is_ascii_alphanumeric();
-    !prev_is_word && end > at && broken_kind(&source[at..end]) != BrokenKind::Other
+    let first_column = at == 0 || source.as_bytes()[at - 1] == b'\n';
+    first_column && end > at && broken_kind(&source[at..end]) != BrokenKind::Other
+}
+
+/// Whether what comes before `i` on its line ends an item (`}` or a string's closing
+/// quote): `tool t { .. } intent i { .. }` on one line. A keyword after anything else
+/// (`bucket policy { .. }` in a budget whose `{` is missing) is a name, not an item.
+fn after_item_end(src: &[u8], i: usize) -> bool {
+    src[..i]
+        .iter()
+        .rev()
+        .find(|b| !matches!(b, b' ' | b'\t'))
+        .is_some_and(|b| matches!(b, b'}' | b'"'))
 }
 
 fn at_line_start(src: &[u8], i: usize) -> bool {

@@ -160,7 +160,7 @@ fn context(
             {
                 context(v, &field, &here, lines, pack, out);
             }
-            None if pack.unresolved_imports || pack.unresolved_fields => {}
+            None if pack.unresolved_imports || pack.may_declare(&field) => {}
             None => out.push(Problem {
                 line,
                 message: format!("the pack declares no context field `ctx.{field}`"),
