@@ -568,6 +568,12 @@ impl Checker<'_> {
                 }
                 if !in_iteration {
                     self.json_intent_names(op, args, span);
+                    // `missing` and `missing_some` read the paths they name.
+                    for path in presence_paths(op, args) {
+                        if resolve(self.pack, path).is_none() {
+                            self.unknown_path(path, span);
+                        }
+                    }
                 }
                 let iterates = matches!(
                     op.as_str(),
@@ -703,11 +709,28 @@ fn is_constant(e: &Expr) -> bool {
     }
 }
 
+/// The paths that JsonLogic's `missing` (`["a", "b"]`) and `missing_some`
+/// (`[1, ["a", "b"]]`) test for presence.
+fn presence_paths<'v>(op: &str, args: &'v Value) -> Vec<&'v str> {
+    let strings = |v: &'v Value| match v {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let mut paths = match (op, args) {
+        ("missing", args) => strings(args),
+        ("missing_some", Value::Array(a)) => a.get(1).map(strings).unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    paths.retain(|p| !p.is_empty());
+    paths
+}
+
 fn mentions_var(v: &Value) -> bool {
     match v {
-        Value::Object(map) => map
-            .iter()
-            .any(|(k, v)| k == "var" || k == "val" || mentions_var(v)),
+        Value::Object(map) => map.iter().any(|(k, v)| {
+            matches!(k.as_str(), "var" | "val" | "missing" | "missing_some") || mentions_var(v)
+        }),
         Value::Array(items) => items.iter().any(mentions_var),
         _ => false,
     }

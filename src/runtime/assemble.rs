@@ -729,11 +729,14 @@ fn fill<'c, 'a: 'c>(
             evidence.push((i, included, truncated));
         }
     };
-    // Set once the rest of the bucket must be dropped: after a truncation, or after a
-    // session turn that did not fit (session keeps a contiguous run of the newest).
+    // Set once the rest of the bucket must be dropped: after a truncation.
     let mut closed = false;
+    // Set once the older turns must be dropped: after a session turn that did not fit
+    // (session keeps a contiguous run of the newest turns). A static block in the
+    // bucket is no turn: under `drop` it is still tried.
+    let mut turns_closed = false;
     for c in blocks {
-        if closed {
+        if closed || (turns_closed && c.turn.is_some()) {
             outcome(c, false, false);
             f.dropped.push(Arc::clone(&c.id));
             continue;
@@ -778,7 +781,7 @@ fn fill<'c, 'a: 'c>(
                 })
             }
             Overflow::Drop => {
-                closed = c.turn.is_some();
+                turns_closed |= c.turn.is_some();
                 outcome(c, false, false);
                 f.dropped.push(Arc::clone(&c.id));
             }
@@ -1066,6 +1069,19 @@ mod tests {
         let kept: Vec<&str> = a.blocks.iter().map(|b| &*b.id).collect();
         assert_eq!(kept, vec!["t2"]);
         assert_eq!(ids(&a.dropped["session"]), vec!["t1", "t0"]);
+    }
+
+    /// A static block in the session bucket is no turn: an older turn that did not
+    /// fit does not take it along under `drop`.
+    #[test]
+    fn a_static_block_after_the_turns_is_still_tried() {
+        let mut note = turn(9, "Static note.");
+        (note.id, note.turn, note.source) = ("z_note".into(), None, BlockSource::Block);
+        let blocks = vec![turn(0, &"B".repeat(400)), turn(1, "newest"), note];
+        let a = assemble(&[plan("session", Overflow::Drop, 97)], blocks, &Plain).unwrap();
+        let kept: Vec<&str> = a.blocks.iter().map(|b| &*b.id).collect();
+        assert!(kept.contains(&"t1") && kept.contains(&"z_note"), "{kept:?}");
+        assert_eq!(ids(&a.dropped["session"]), vec!["t0"]);
     }
 
     #[test]
