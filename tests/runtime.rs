@@ -834,6 +834,31 @@ fn redaction_applies_to_untrusted_content() {
     assert!(text.contains("user: Hi, my mail is [REDACTED:email]"));
 }
 
+/// Caller ids and source URIs are in the text the model receives, so they are
+/// redacted too; the envelope's ids stay as supplied (they are the host's).
+#[test]
+fn redaction_applies_to_lane_attributes() {
+    let cc = compile_with(pack(), |_, _, ev, _| {
+        ev[0]["id"] = json!("ticket-bob@corp.example");
+        ev[0]["source"] = json!("crm://customers/alice@corp.example");
+    })
+    .unwrap();
+    let block = cc
+        .compiled_prompt
+        .context_blocks
+        .iter()
+        .find(|b| &*b.id == "ticket-bob@corp.example")
+        .unwrap();
+    assert!(
+        block.text.starts_with(
+            "<evidence id=\"[REDACTED:email]\" source=\"crm://customers/[REDACTED:email]\">"
+        ),
+        "{}",
+        block.text
+    );
+    assert!(!cc.prompt_text().contains("@corp.example"));
+}
+
 #[test]
 fn evidence_cannot_close_its_lane() {
     let cc = compile_with(pack(), |_, _, ev, _| {

@@ -96,20 +96,27 @@ pub(crate) enum Prefix<'a> {
 }
 
 impl Prefix<'_> {
-    /// Appends the prefix to `out`.
+    /// Appends the prefix to `out`, its attribute values as supplied (for cache keys,
+    /// which also hold the active redactors).
     pub fn write(self, out: &mut String) {
+        self.write_with(out, &|v| Cow::Borrowed(v));
+    }
+
+    /// Appends the prefix to `out`, each attribute value passed through `redact`
+    /// first: caller ids and source URIs reach the model too.
+    fn write_with(self, out: &mut String, redact: &dyn Fn(&str) -> Cow<'_, str>) {
         match self {
             Prefix::Fixed(text) => out.push_str(text),
             Prefix::Evidence { id, source } => {
                 out.push_str("<evidence id=\"");
-                escape_attr_into(out, id);
+                escape_attr_into(out, &redact(id));
                 out.push_str("\" source=\"");
-                escape_attr_into(out, source);
+                escape_attr_into(out, &redact(source));
                 out.push_str("\">");
             }
             Prefix::Memory { id } => {
                 out.push_str("<memory id=\"");
-                escape_attr_into(out, id);
+                escape_attr_into(out, &redact(id));
                 out.push_str("\">");
             }
         }
@@ -181,10 +188,10 @@ impl Candidate<'_> {
         }
     }
 
-    fn text_with(&self, content: &str) -> String {
+    fn text_with(&self, content: &str, counter: &dyn Counter) -> String {
         let mut s =
             String::with_capacity(self.prefix.len_hint() + content.len() + self.suffix.len());
-        self.prefix.write(&mut s);
+        self.prefix.write_with(&mut s, &|v| counter.redact(v));
         s.push_str(content);
         s.push_str(self.suffix);
         s
@@ -192,7 +199,7 @@ impl Candidate<'_> {
 
     /// The whole text: wrapper around the rendered content.
     fn text(&self, counter: &dyn Counter) -> String {
-        self.text_with(&self.content(counter))
+        self.text_with(&self.content(counter), counter)
     }
 
     /// The whole text, shareable: the pack's own for a fixed block.
@@ -849,14 +856,14 @@ fn truncated(
     if counter.kind() == Tokenizer::Approx {
         return truncated_approx(c, content, remaining, counter);
     }
-    let wrapper = counter.count(&c.text_with(""));
+    let wrapper = counter.count(&c.text_with("", counter));
     let mut target = remaining.checked_sub(wrapper)?;
     while target > 0 {
         let cut = truncate_to(counter.kind(), content, target);
         if cut.is_empty() {
             return None;
         }
-        let text = c.text_with(cut);
+        let text = c.text_with(cut, counter);
         let tokens = counter.count(&text);
         if tokens <= remaining {
             return Some((text, tokens));
@@ -877,14 +884,16 @@ fn truncated_approx(
     counter: &dyn Counter,
 ) -> Option<(String, usize)> {
     let room = remaining.saturating_mul(4);
-    let mut cut = room.checked_sub(c.text_with("").len())?.min(content.len());
+    let mut cut = room
+        .checked_sub(c.text_with("", counter).len())?
+        .min(content.len());
     while !content.is_char_boundary(cut) {
         cut -= 1;
     }
     if cut == 0 {
         return None;
     }
-    let text = c.text_with(&content[..cut]);
+    let text = c.text_with(&content[..cut], counter);
     let tokens = counter.count(&text);
     (tokens <= remaining).then_some((text, tokens))
 }
