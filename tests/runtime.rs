@@ -525,6 +525,57 @@ fn library_pack_is_refused() {
     assert_eq!((e.kind(), e.exit_code()), ("library_pack", 4));
 }
 
+/// An artifact made or edited by other means than `build` (and hashed anew) is held
+/// to what `build` guarantees of its names.
+#[test]
+fn an_artifact_with_inconsistent_names_is_refused() {
+    type Edit = Box<dyn Fn(&mut Artifact)>;
+    let cases: Vec<(&str, Edit)> = vec![
+        (
+            "is declared twice",
+            Box::new(|a| {
+                let t = a.tools[0].clone();
+                a.tools.push(t);
+            }),
+        ),
+        (
+            "is declared twice",
+            Box::new(|a| {
+                let p = a.policies[0].clone();
+                a.policies.push(p);
+            }),
+        ),
+        (
+            "not a semantic version",
+            Box::new(|a| a.version = "latest".into()),
+        ),
+        (
+            "malformed pack name",
+            Box::new(|a| a.name = "Acme Support".into()),
+        ),
+        (
+            "second fallback",
+            Box::new(|a| {
+                // The base pack has one fallback intent; a copy of it is a second.
+                let mut i = a.intents.iter().find(|i| i.fallback).cloned().unwrap();
+                i.name = "zz_other".into();
+                a.intents.push(i);
+            }),
+        ),
+        (
+            "does not declare",
+            Box::new(|a| a.intents[0].tools.push("no_such_tool".into())),
+        ),
+    ];
+    for (wanted, edit) in cases {
+        let mut a = pack();
+        edit(&mut a);
+        let e = PreparedPack::new(a).unwrap_err();
+        assert_eq!((e.kind(), e.exit_code()), ("invalid_artifact", 4), "{e}");
+        assert!(e.to_string().contains(wanted), "{e}");
+    }
+}
+
 #[test]
 fn bucket_tokens_over_available_or_unknown() {
     let e = err(pack(), |r, _, _, _| {

@@ -157,6 +157,7 @@ impl PreparedPack {
         if artifact.intents.is_empty() {
             return Err(CompileError::artifact("the pack declares no intent"));
         }
+        check_names(&artifact)?;
         let bucket_names: Vec<String> = budget.buckets.iter().map(|b| b.name.clone()).collect();
         check_shares(&artifact, &bucket_names)?;
         let schema = SchemaNode::build(&artifact.context)?;
@@ -471,6 +472,69 @@ impl assemble::Counter for RunCounter<'_> {
 /// Renders a template without interpolations.
 pub(crate) fn render_static(t: &crate::artifact::Template) -> String {
     template::render(t, &Value::Null, "", &mut Vec::new())
+}
+
+/// What `build` guarantees of names, held of an artifact made or edited by other
+/// means: a valid `scope/name` and semantic version, no two tools, intents, policies,
+/// redactors, blocks or buckets of one name, at most one fallback intent, and intents
+/// that permit only declared tools. Otherwise the manifests and provider bodies
+/// would list a name twice, or a tool the pack does not describe.
+fn check_names(artifact: &Artifact) -> Result<(), CompileError> {
+    if !crate::artifact::valid_pack_name(&artifact.name) {
+        return Err(CompileError::artifact(format!(
+            "malformed pack name `{}`",
+            artifact.name
+        )));
+    }
+    if semver::Version::parse(&artifact.version).is_err() {
+        return Err(CompileError::artifact(format!(
+            "`{}` is not a semantic version",
+            artifact.version
+        )));
+    }
+    fn unique<'a>(what: &str, names: impl Iterator<Item = &'a str>) -> Result<(), CompileError> {
+        let mut seen = std::collections::HashSet::new();
+        for name in names {
+            if !seen.insert(name) {
+                return Err(CompileError::artifact(format!(
+                    "{what} `{name}` is declared twice"
+                )));
+            }
+        }
+        Ok(())
+    }
+    let buckets = artifact.budget.iter().flat_map(|b| &b.buckets);
+    unique("tool", artifact.tools.iter().map(|t| t.name.as_str()))?;
+    unique("intent", artifact.intents.iter().map(|i| i.name.as_str()))?;
+    unique("policy", artifact.policies.iter().map(|p| p.name.as_str()))?;
+    unique(
+        "redactor",
+        artifact.redactors.iter().map(|r| r.name.as_str()),
+    )?;
+    unique("block", artifact.blocks.iter().map(|b| b.name.as_str()))?;
+    unique("bucket", buckets.map(|b| b.name.as_str()))?;
+    let fallbacks: Vec<&str> = artifact
+        .intents
+        .iter()
+        .filter(|i| i.fallback)
+        .map(|i| i.name.as_str())
+        .collect();
+    if let [_, second, ..] = fallbacks.as_slice() {
+        return Err(CompileError::artifact(format!(
+            "intent `{second}` is a second fallback intent"
+        )));
+    }
+    for intent in &artifact.intents {
+        for tool in &intent.tools {
+            if !artifact.tools.iter().any(|t| &t.name == tool) {
+                return Err(CompileError::artifact(format!(
+                    "intent `{}` permits `{tool}`, which the pack does not declare",
+                    intent.name
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Shares (the pack's, and each intent's after its overrides) may not exceed 100%, and
