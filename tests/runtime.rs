@@ -450,6 +450,24 @@ fn raw_memory_is_rejected() {
     assert_eq!(e.exit_code(), 4);
 }
 
+/// A caller id that is the name of a static block in the evidence or memory bucket
+/// would make one id in `dropped_block_ids` name two blocks.
+#[test]
+fn a_caller_id_may_not_be_a_block_name() {
+    let mut a = pack();
+    a.blocks[0].bucket = "evidence".into();
+    a.blocks[0].name = "kb-17".into();
+    let e = err(a, |_, _, _, _| {}).to_string();
+    assert!(
+        e.starts_with("evidence[0].id: id `kb-17` is the name of one of the pack's blocks"),
+        "{e}"
+    );
+    // A block in another bucket is no clash.
+    let mut a = pack();
+    a.blocks[0].name = "kb-17".into();
+    compile_with(a, |_, _, _, _| {}).unwrap();
+}
+
 #[test]
 fn duplicate_ids_are_rejected() {
     let e = err(pack(), |_, _, ev, _| ev[1]["id"] = json!("kb-17"));

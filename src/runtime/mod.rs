@@ -88,6 +88,9 @@ pub struct PreparedPack {
     redactors: BTreeMap<String, (String, Regex)>,
     schema: SchemaNode,
     bucket_names: Vec<String>,
+    /// The static blocks routed to the `evidence` or `memory` bucket: no caller id may
+    /// take one of their names.
+    lane_blocks: Vec<String>,
     /// Schemas, descriptions, kinds and counted block texts of every tool, by tool index; the
     /// first three are shared with every manifest.
     tools: Vec<tools::PreparedTool>,
@@ -205,6 +208,12 @@ impl PreparedPack {
         let shared = |s: &String| Arc::<str>::from(s.as_str());
         let bucket_shared = budget.buckets.iter().map(|b| shared(&b.name)).collect();
         let block_names = artifact.blocks.iter().map(|b| shared(&b.name)).collect();
+        let lane_blocks = artifact
+            .blocks
+            .iter()
+            .filter(|b| b.bucket == "evidence" || b.bucket == "memory")
+            .map(|b| b.name.clone())
+            .collect();
         let policy_names = artifact.policies.iter().map(|p| shared(&p.name)).collect();
         let policy_bundles: Vec<Arc<str>> = artifact
             .policies
@@ -224,6 +233,7 @@ impl PreparedPack {
             redactors,
             schema,
             bucket_names,
+            lane_blocks,
             static_blocks,
             static_instructs,
             bucket_shared,
@@ -314,7 +324,7 @@ impl PreparedPack {
     /// The eight stages, in order; the ledger hash is left to the caller.
     fn compile_stages(&self, inputs: &CompileInputs) -> Result<CompiledContext, CompileError> {
         let (prompts, budget) = prompts_and_budget(&self.artifact)?;
-        validate::validate_inputs(&self.schema, &self.bucket_names, inputs)?;
+        validate::validate_inputs(&self.schema, &self.bucket_names, &self.lane_blocks, inputs)?;
         let limits = budget::Limits::new(budget, &inputs.run);
         let count = |text: &str| self.count(limits.tokenizer, text);
 

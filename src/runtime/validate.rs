@@ -93,6 +93,7 @@ fn non_blank(text: &str, path: impl FnOnce() -> String) -> Result<(), CompileErr
 pub(crate) fn validate_inputs(
     schema: &SchemaNode,
     buckets: &[String],
+    lane_blocks: &[String],
     inputs: &CompileInputs,
 ) -> Result<(), CompileError> {
     let empty = Map::new();
@@ -122,7 +123,12 @@ pub(crate) fn validate_inputs(
         foldhash::fast::RandomState::default(),
     );
     for (i, ev) in inputs.evidence.iter().enumerate() {
-        check_id(&ev.id, || format!("evidence[{i}].id"), &mut seen)?;
+        check_id(
+            &ev.id,
+            || format!("evidence[{i}].id"),
+            &mut seen,
+            lane_blocks,
+        )?;
         if !ev.score.is_finite() {
             return Err(CompileError::input(
                 format!("evidence[{i}].score"),
@@ -131,7 +137,7 @@ pub(crate) fn validate_inputs(
         }
     }
     for (i, m) in inputs.memory.iter().enumerate() {
-        check_id(&m.id, || format!("memory[{i}].id"), &mut seen)?;
+        check_id(&m.id, || format!("memory[{i}].id"), &mut seen, lane_blocks)?;
         if m.promoted != Some(true) {
             return Err(CompileError::input(
                 format!("memory[{i}].promoted"),
@@ -164,16 +170,24 @@ pub(crate) fn validate_inputs(
     Ok(())
 }
 
-/// Ids must be non-empty and unique across evidence and memory together, so that an id
-/// in a manifest, the ledger or `dropped_block_ids` names exactly one input.
-/// `path` is only formatted when there is an error to report.
+/// Ids must be non-empty and unique across evidence and memory together, and no id
+/// may be the name of one of the pack's static blocks in those buckets
+/// (`lane_blocks`), so that an id in a manifest, the ledger or `dropped_block_ids`
+/// names exactly one block. `path` is only formatted when there is an error to report.
 fn check_id<'a>(
     id: &'a str,
     path: impl FnOnce() -> String,
     seen: &mut HashSet<&'a str, foldhash::fast::RandomState>,
+    lane_blocks: &[String],
 ) -> Result<(), CompileError> {
     if id.is_empty() {
         return Err(CompileError::input(path(), "id must not be empty"));
+    }
+    if lane_blocks.iter().any(|b| b == id) {
+        return Err(CompileError::input(
+            path(),
+            format!("id `{id}` is the name of one of the pack's blocks; caller ids must differ from the pack's block names"),
+        ));
     }
     if !seen.insert(id) {
         return Err(CompileError::input(
@@ -388,7 +402,7 @@ mod tests {
             None,
         )
         .unwrap();
-        validate_inputs(&schema(), &[], &inputs)
+        validate_inputs(&schema(), &[], &[], &inputs)
     }
 
     fn message(context: Value) -> String {
