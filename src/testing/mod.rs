@@ -442,13 +442,18 @@ fn over_default(base: &Value, over: &Value) -> Value {
     }
 }
 
-/// Deep merge: objects merge key by key; anything else in `over` replaces `base`,
-/// `null` included (so a case can unset a default, e.g. `request: { intent: null }`).
+/// Deep merge: objects merge key by key; anything else in `over` replaces `base`; a
+/// `null` member unsets the default's (`request: { intent: null }` sends no intent,
+/// `context: { user: { age: null } }` no age: the key is left out, not sent as null).
 fn merge(base: &Value, over: &Value) -> Value {
     match (base, over) {
         (Value::Object(b), Value::Object(o)) => {
             let mut out = b.clone();
             for (k, v) in o {
+                if v.is_null() {
+                    out.remove(k);
+                    continue;
+                }
                 let merged = match b.get(k) {
                     Some(bv) => merge(bv, v),
                     None => v.clone(),
@@ -546,9 +551,15 @@ mod tests {
         let base = json!({"intent": "refund", "message": "hi"});
         assert_eq!(
             over_default(&base, &json!({"intent": null})),
-            json!({"intent": null, "message": "hi"})
+            json!({"message": "hi"})
         );
         assert_eq!(over_default(&base, &Value::Null), base);
+        // Nested too: the key is left out, as `missing` in raw JsonLogic sees it.
+        let base = json!({"context": {"user": {"age": 34, "tier": "pro"}}});
+        assert_eq!(
+            over_default(&base, &json!({"context": {"user": {"age": null}}})),
+            json!({"context": {"user": {"tier": "pro"}}})
+        );
     }
 
     #[test]
