@@ -101,6 +101,42 @@ fn closing_an_open_triple_quote_reparses_the_item_it_opened_in() {
     }
 }
 
+/// Whether a `prohibit` list ends at a trailing comma depends on the word that starts
+/// the next line: every one-character edit around it reparses as a whole parse does.
+#[test]
+fn edits_around_a_trailing_comma_in_prohibit_reparse_like_a_whole_parse() {
+    for old in [
+        "pack \"a/b\" version \"1.0.0\"\n\ntool t { kind read }\n\nprohibit t, u,\n\nintent main {\n  tools t\n}\n\nprohibit v,\ntool w { kind read }\n",
+        "pack \"a/b\" version \"1.0.0\"\n\ntool t { kind read }\n\nprohibit t, u\n\nintent main {\n  tools t\n}\n\nprohibit v, w\ntool w { kind read }\n",
+    ] {
+        one_character_edits_reparse_like_a_whole_parse(old);
+    }
+}
+
+fn one_character_edits_reparse_like_a_whole_parse(old: &str) {
+    let (file, diags) = ctxpack::syntax::parse(old);
+    for at in old.find("prohibit").unwrap()..old.len() {
+        if !old.is_char_boundary(at) {
+            continue;
+        }
+        for edit in ["x", " ", ",", "\n", ""] {
+            let mut new = old.to_owned();
+            if edit.is_empty() {
+                if at + 1 > old.len() {
+                    continue;
+                }
+                new.replace_range(at..at + 1, "");
+            } else {
+                new.insert_str(at, edit);
+            }
+            let fresh = ctxpack::syntax::parse(&new);
+            if let Some((f, d)) = ctxpack::syntax::reparse(old, &file, &diags, &new) {
+                assert_eq!((f, d), fresh, "edit {edit:?} at {at}");
+            }
+        }
+    }
+}
+
 /// Nesting past the limit within the reparsed items is reported on the item that holds
 /// it, and the items around it are parsed as a whole parse would (pest never sees it).
 #[test]

@@ -388,11 +388,17 @@ impl<'s> Driver<'s> {
         let before = self.diags.len();
         match self.parse_rule(Rule::item, pos) {
             Ok((pair, end)) => {
-                let item = self.item(pair);
+                let mut item = self.item(pair);
+                let end = item
+                    .as_mut()
+                    .and_then(|item| self.trailing_comma(item))
+                    .unwrap_or(end);
                 // A number the body could not hold (E0001) leaves the item as one whose
                 // body failed: its name is declared, the checks that need its body are
                 // skipped, so the one mistake is reported once.
-                let invalid = self.diags[before..].iter().any(|d| d.code == "E0001");
+                let invalid = self.diags[before..]
+                    .iter()
+                    .any(|d| d.code == "E0001" && !d.message.starts_with("trailing `,`"));
                 let item = if invalid { self.broken_item(pos) } else { item };
                 if let Some(item) = item {
                     items.push(item);
@@ -415,6 +421,33 @@ impl<'s> Driver<'s> {
                 end
             }
         }
+    }
+
+    /// `prohibit a,` followed by the next item: names take any word, so the list runs
+    /// on into it (`intent`, then a syntax error at its name). A name that is an item
+    /// keyword starting its line ends the list before it instead: the `,` is one
+    /// E0001 and the next item is read as an item. Returns where the item now ends.
+    fn trailing_comma(&mut self, item: &mut Item) -> Option<usize> {
+        let ItemKind::Prohibit(names) = &mut item.kind else {
+            return None;
+        };
+        let src = self.source.as_bytes();
+        let k = names.iter().enumerate().skip(1).find_map(|(k, n)| {
+            (at_line_start(src, n.span.start) && is_item_keyword(self.source, n.span.start))
+                .then_some(k)
+        })?;
+        let next = names[k].span.start;
+        let comma = self.source[..next].rfind(',')?;
+        let keyword = &self.source[next..token_end(self.source, next)];
+        self.diags.push(
+            Diagnostic::new("E0001", Span::new(comma, comma + 1), format!("trailing `,` in `prohibit`: the list ends before `{keyword}`, which starts the next item"))
+                .with_label("a name is expected after `,`")
+                .with_help("remove the `,` (or name another tool after it)"),
+        );
+        names.truncate(k);
+        let last = names.last()?.span.end;
+        item.span = Span::new(item.span.start, last);
+        Some(comma + 1)
     }
 
     /// The E0001 just reported for the item at `pos`, when the item's braces never
