@@ -578,12 +578,25 @@ impl miette::SourceCode for Excerpts {
         let data = inner.data();
         let lines =
             data.iter().filter(|&&b| b == b'\n').count() + usize::from(!data.ends_with(b"\n"));
+        // miette counts a span's column in bytes; the header (`file:line:col`) is
+        // read with no context lines, and says it in Unicode scalar values, as the
+        // machine formats do.
+        let column = match context_lines_before {
+            0 => {
+                let start = span.offset().min(self.text.len());
+                let line_start = self.text[..start].rfind('\n').map_or(0, |nl| nl + 1);
+                self.text
+                    .get(line_start..start)
+                    .map_or(inner.column(), |before| before.chars().count())
+            }
+            _ => inner.column(),
+        };
         Ok(Box::new(miette::MietteSpanContents::new_named(
             self.name.clone(),
             data,
             *inner.span(),
             inner.line(),
-            inner.column(),
+            column,
             lines.saturating_sub(1),
         )))
     }

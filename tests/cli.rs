@@ -144,6 +144,11 @@ fn json_columns_count_scalar_values() {
         byte + 1,
         "the test must exercise multi-byte text"
     );
+    // The human report's `file:line:col` header says the same column.
+    let human = ctxpack().arg("check").arg(&f).output().unwrap();
+    let stderr = String::from_utf8_lossy(&human.stderr);
+    let header = format!("mb.ctxpack:5:{}]", d["column"]);
+    assert!(stderr.contains(&header), "{header} not in:\n{stderr}");
 }
 
 #[test]
