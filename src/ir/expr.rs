@@ -353,6 +353,9 @@ impl Checker<'_> {
                 if self.enum_literal(l, rhs) || self.enum_literal(r, lhs) {
                     return;
                 }
+                if self.enum_list_literal(l, rhs) || self.enum_list_literal(r, lhs) {
+                    return;
+                }
                 if !compatible(l, r) {
                     self.mismatch(op, op_span, l, r);
                 }
@@ -493,6 +496,26 @@ impl Checker<'_> {
             self.diags.push(d);
         }
         true
+    }
+
+    /// A list of enums compared with a list literal (`ctx.tags == ["a", "b"]`, nested
+    /// lists too): each string in it must be a variant. True when one was not (and
+    /// has been reported).
+    fn enum_list_literal(&mut self, ty: &Ty, lit: &Expr) -> bool {
+        let (Ty::List(inner), ExprKind::List(items)) = (ty, &strip(lit).kind) else {
+            return false;
+        };
+        let mut reported = false;
+        for item in items {
+            reported |= match &**inner {
+                Ty::Enum(_) => {
+                    let before = self.diags.len();
+                    self.enum_literal(inner, item) && self.diags.len() > before
+                }
+                _ => self.enum_list_literal(inner, item),
+            };
+        }
+        reported
     }
 
     /// Checks raw JsonLogic: operators the engine knows, one key per operation, `var`
