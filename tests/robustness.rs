@@ -177,6 +177,58 @@ fn pathological_inputs() {
     let _ = check_source(&deep);
 }
 
+/// The nesting limit is exact: brackets nest [`MAX_NESTING`] deep counting the item's
+/// own `{` (so 63 inside a policy's body), `not`s [`MAX_NESTING`] in a row; one more is
+/// one E0001. Checked, in the debug build, on a thread with the 8 MiB stack that the
+/// command line's main thread and the language server's threads have.
+///
+/// [`MAX_NESTING`]: ctxpack::syntax::MAX_NESTING
+#[test]
+fn nesting_up_to_the_limit_is_accepted() {
+    fn errors(text: String) -> usize {
+        check_source(&text)
+            .diagnostics
+            .iter()
+            .filter(|d| d.code == "E0001")
+            .count()
+    }
+    let run = || {
+        let policy = |open: &str, close: &str, n: usize| {
+            format!(
+                "pack \"a/b\" version \"1.0.0\" library\npolicy p {{ when 1 in {}[1]{} refuse \"x\" }}\n",
+                open.repeat(n),
+                close.repeat(n)
+            )
+        };
+        let limit = ctxpack::syntax::MAX_NESTING;
+        // `[1]` is one level, the item's `{` another.
+        for (open, close) in [("(", ")"), ("[", "]")] {
+            let n = limit - 2;
+            assert_eq!(errors(policy(open, close, n)), 0, "{open:?} x {n}");
+            assert_eq!(
+                errors(policy(open, close, n + 1)),
+                1,
+                "{open:?} x {}",
+                n + 1
+            );
+        }
+        let nots = |n: usize| {
+            format!(
+                "pack \"a/b\" version \"1.0.0\" library\npolicy p {{ when {}true refuse \"x\" }}\n",
+                "not ".repeat(n)
+            )
+        };
+        assert_eq!(errors(nots(limit)), 0);
+        assert_eq!(errors(nots(limit + 1)), 1);
+    };
+    std::thread::Builder::new()
+        .stack_size(8 << 20)
+        .spawn(run)
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
 /// One mistake is reported once: an item nested too deep, a number out of range or a
 /// trailing comment does not bring diagnostics of its own about the rest.
 #[test]

@@ -62,8 +62,26 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Option<PathBuf>, (i3
     Ok(registry)
 }
 
-#[tokio::main]
-async fn main() {
+/// The stack of every runtime thread, the blocking ones that check documents included:
+/// the main thread's usual 8 MiB rather than tokio's 2 MiB, so that a pack nested up to
+/// the parser's limit (`MAX_NESTING`) is checked on any of them.
+const THREAD_STACK: usize = 8 << 20;
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(THREAD_STACK)
+        .build();
+    match runtime {
+        Ok(runtime) => runtime.block_on(serve()),
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+async fn serve() {
     let registry = match parse_args(std::env::args().skip(1)) {
         Ok(r) => r,
         Err((code, message)) => {

@@ -1259,6 +1259,26 @@ fn imports_resolve_from_the_project_and_reload_when_it_changes() {
     c.shutdown();
 }
 
+/// A pack nested as deep as the parser accepts is checked on the server's threads
+/// (their stacks are sized for it): diagnostics arrive and the server answers on.
+#[test]
+fn a_pack_nested_to_the_limit_is_checked() {
+    let mut c = Client::start(&[]);
+    c.initialize(None);
+    let n = ctxpack::syntax::MAX_NESTING - 2;
+    let text = format!(
+        "pack \"a/b\" version \"1.0.0\" library\npolicy p {{ when 1 in {}[1]{} refuse \"x\" }}\n",
+        "[".repeat(n),
+        "]".repeat(n)
+    );
+    c.open(&text, 1);
+    let d = c.diagnostics(1);
+    assert!(d.iter().all(|d| d["code"] != "E0001"), "{d:?}");
+    let hover = c.at("textDocument/hover", 1, 2, json!({}));
+    assert!(hover.get("error").is_none(), "{hover}");
+    c.shutdown();
+}
+
 /// A burst of changes: the last version's diagnostics arrive, and none of a
 /// superseded version after a newer one.
 #[test]

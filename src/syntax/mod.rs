@@ -10,5 +10,5 @@ pub mod template;
 
 pub use parser::{
     doc_above, parse, reparse, reparse_at, reparse_item, skip_string, Kept, ITEM_KEYWORDS,
-    MALFORMED_JSON,
+    MALFORMED_JSON, MAX_NESTING,
 };
