@@ -601,6 +601,15 @@ fn bucket_tokens_over_available_or_unknown() {
     });
     assert_eq!((e.kind(), e.exit_code()), ("invalid_input", 4));
     assert!(e.to_string().starts_with("run.budget.bucket_tokens:"));
+    // Pins whose sum does not fit 64 bits: the message says the true sum.
+    let big = 1u64 << 63;
+    let e = err(pack(), |r, _, _, _| {
+        r["budget"] = json!({"bucket_tokens": {"evidence": big, "memory": big}})
+    });
+    assert!(
+        e.to_string().contains("sum to 18446744073709551616,"),
+        "{e}"
+    );
     let e = err(pack(), |r, _, _, _| {
         r["budget"] = json!({"bucket_tokens": {"evidnce": 10}})
     });

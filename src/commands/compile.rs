@@ -37,7 +37,9 @@ pub enum Target {
 /// Arguments of `ctxpack compile`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CompileArgs {
-    /// An artifact file, or a registry reference `scope/name@version`.
+    /// An artifact file (`-` for standard input), a registry reference
+    /// `scope/name@version` (or `@sha256:…`), or a `.ctxpack` source, built in memory
+    /// first (a source with errors is exit 1).
     #[arg(long)]
     pub pack: String,
     /// The RunContext (JSON or YAML).

@@ -408,6 +408,21 @@ impl Checker<'_> {
                     }
                 }
                 Ty::String if *l == Ty::String => {}
+                // `x in "text"` tests a substring: the left must be a string too.
+                Ty::String => {
+                    self.diags.push(
+                        Diagnostic::new(
+                            "E0202",
+                            op_span,
+                            format!(
+                                "`in` a string tests for a substring, so the left side must be a `string`, found `{}`",
+                                l.describe()
+                            ),
+                        )
+                        .with_label(format!("`{}` in `string`", l.describe()))
+                        .with_help("compare with `==`, or test membership in a list: `x in [\"a\", \"b\"]`"),
+                    );
+                }
                 _ => {
                     self.diags.push(
                         Diagnostic::new(

@@ -860,7 +860,9 @@ fn truncated(
     let mut target = remaining.checked_sub(wrapper)?;
     while target > 0 {
         let cut = truncate_to(counter.kind(), content, target);
-        if cut.is_empty() {
+        // Nothing but whitespace is no content (and a provider refuses such a turn);
+        // a shorter cut would be whitespace too.
+        if cut.trim().is_empty() {
             return None;
         }
         let text = c.text_with(cut, counter);
@@ -890,7 +892,7 @@ fn truncated_approx(
     while !content.is_char_boundary(cut) {
         cut -= 1;
     }
-    if cut == 0 {
+    if content[..cut].trim().is_empty() {
         return None;
     }
     let text = c.text_with(&content[..cut], counter);
@@ -1078,6 +1080,17 @@ mod tests {
         let kept: Vec<&str> = a.blocks.iter().map(|b| &*b.id).collect();
         assert_eq!(kept, vec!["t2"]);
         assert_eq!(ids(&a.dropped["session"]), vec!["t1", "t0"]);
+    }
+
+    /// A cut that would keep only whitespace keeps nothing: the block is dropped (a
+    /// provider refuses a whitespace-only turn).
+    #[test]
+    fn a_cut_to_whitespace_drops_the_block() {
+        let long = format!("{}{}", "\n".repeat(40), "Sure, here is the answer.");
+        let blocks = vec![turn(0, &long)];
+        let a = assemble(&[plan("session", Overflow::Truncate, 6)], blocks, &Plain).unwrap();
+        assert!(a.blocks.is_empty(), "{:?}", a.blocks);
+        assert_eq!(ids(&a.dropped["session"]), vec!["t0"]);
     }
 
     /// A static block in the session bucket is no turn: an older turn that did not

@@ -196,17 +196,19 @@ pub(crate) fn check_explicit(
     explicit: Option<&BTreeMap<String, u64>>,
     available: u64,
 ) -> Result<u64, CompileError> {
-    let sum = explicit
+    // Summed wide: the message says the true sum, however large the pins.
+    let sum: u128 = explicit
         .into_iter()
         .flat_map(|e| e.values())
-        .fold(0u64, |sum, &tokens| sum.saturating_add(tokens));
-    if sum > available {
-        return Err(CompileError::input(
+        .map(|&tokens| u128::from(tokens))
+        .sum();
+    match u64::try_from(sum) {
+        Ok(sum) if sum <= available => Ok(sum),
+        _ => Err(CompileError::input(
             "run.budget.bucket_tokens",
             format!("explicit bucket tokens sum to {sum}, over the {available} tokens available after the fixed text"),
-        ));
+        )),
     }
-    Ok(sum)
 }
 
 /// Allocations by bucket name; their sum never exceeds `available`.

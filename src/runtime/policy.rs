@@ -173,14 +173,22 @@ impl<'p> Redaction<'p> {
     }
 
     /// `text` with every match of an active redactor replaced by `[REDACTED:<name>]`;
-    /// borrowed when nothing matched.
+    /// borrowed when nothing matched. An empty match redacts nothing: a pattern such
+    /// as `[0-9]*` replaces runs of digits, not the gaps between every character.
     pub fn apply<'t>(&self, text: &'t str) -> Cow<'t, str> {
         let mut out = Cow::Borrowed(text);
         for (name, (_, re)) in &self.active {
-            if re.is_match(&out) {
-                let replaced = re
-                    .replace_all(&out, format!("[REDACTED:{name}]").as_str())
-                    .into_owned();
+            let mut replaced = String::new();
+            let mut last = 0;
+            for m in re.find_iter(&out).filter(|m| !m.is_empty()) {
+                replaced.push_str(&out[last..m.start()]);
+                replaced.push_str("[REDACTED:");
+                replaced.push_str(name);
+                replaced.push(']');
+                last = m.end();
+            }
+            if last > 0 {
+                replaced.push_str(&out[last..]);
                 out = Cow::Owned(replaced);
             }
         }
@@ -360,6 +368,19 @@ pub(crate) fn effect_json(effect: &Effect) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redaction_replaces_matches_and_skips_empty_ones() {
+        let digits = (String::from("[0-9]*"), Regex::new("[0-9]*").unwrap());
+        let email = (String::from("@"), Regex::new("[a-z]+@[a-z.]+").unwrap());
+        let r = Redaction::new(vec![("digits", &digits), ("email", &email)]);
+        assert_eq!(
+            r.apply("call 555 0100 or jo@x.io"),
+            "call [REDACTED:digits] [REDACTED:digits] or [REDACTED:email]"
+        );
+        assert!(matches!(r.apply("no secrets"), Cow::Borrowed("no secrets")));
+        assert_eq!(r.apply("42"), "[REDACTED:digits]");
+    }
 
     fn policy(name: &str, enforcing: bool, when: Value) -> Policy {
         Policy {

@@ -587,6 +587,19 @@ impl<'s> Driver<'s> {
         } else {
             format!("`{}`", &self.source[at..found_end])
         };
+        // `10 %`: the `%` is there, only not where a percentage's digits end.
+        if names == ["`%`"] && self.source.get(at..).is_some_and(|r| r.starts_with('%')) {
+            self.diags.push(
+                Diagnostic::new(
+                    "E0001",
+                    Span::new(at, at + 1),
+                    "no space is allowed before `%`",
+                )
+                .with_label("write the percentage as one word")
+                .with_help("write `10%`, not `10 %`"),
+            );
+            return;
+        }
         let expected_text = match names.len() {
             0 => "valid syntax".to_owned(),
             1 => names[0].to_owned(),
@@ -1988,6 +2001,11 @@ fn token_end(source: &str, at: usize) -> usize {
             j += 1;
         }
         return j;
+    }
+    // A two-character operator is one token (`==`, not `=`).
+    const OPERATORS: [&str; 6] = ["==", "!=", "<=", ">=", "&&", "||"];
+    if OPERATORS.iter().any(|op| source[at..].starts_with(op)) {
+        return at + 2;
     }
     let mut end = at + 1;
     while !source.is_char_boundary(end) {
