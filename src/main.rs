@@ -30,7 +30,10 @@ struct Cli {
     #[arg(long = "insecure-registry", value_name = "HOST", global = true)]
     insecure_registry: Vec<String>,
     /// Print failures as one JSON object on stderr, `{"error": {"kind", "message",
-    /// "exit_code", ...}}`, for every subcommand (before or after its name).
+    /// "exit_code", ...}}`, before or after the subcommand's name; for every
+    /// subcommand but `lsp` and `serve`, which start servers that report their own
+    /// way (the language server over the protocol, the service in JSON responses and
+    /// request logs).
     #[arg(long = "json-errors", global = true)]
     json_errors: bool,
 }
@@ -75,7 +78,9 @@ enum Command {
     Check(CheckArgs),
     /// Check a pack and lower it to its pinned, hashed artifact.
     ///
-    /// Exit codes: 0 built, 1 the pack has errors, 3 unreadable input.
+    /// Exit codes: 0 built, 1 the pack has errors (or `--locked` and the lock would
+    /// change), 2 a usage error (`-o FILE` for several packs), 3 unreadable input or
+    /// unwritable output, 4 a corrupt registry entry or an invalid registry location.
     Build(BuildArgs),
     /// Recompute an artifact's hash and refuse a mismatch or an unknown format.
     ///
@@ -116,9 +121,9 @@ enum Command {
     /// a different artifact under a published version is refused (versions are
     /// immutable). Concurrent publishers wait for each other.
     ///
-    /// Exit codes: 0 published or already published, 3 the file or registry could
-    /// not be read or written, 4 the artifact is invalid or tampered, or its version
-    /// is already published with a different hash.
+    /// Exit codes: 0 published or already published, 1 a `.ctxpack` source with
+    /// errors, 3 the file or registry could not be read or written, 4 the artifact is
+    /// invalid or tampered, or its version is already published with a different hash.
     #[command(
         after_help = "Examples:\n  ctxpack publish out/support.json\n  ctxpack publish --registry /mnt/packs out/support.json"
     )]
@@ -136,7 +141,9 @@ enum Command {
     /// removed, tools granted) listed first.
     ///
     /// Exit codes: 0 compared (whether or not they differ; with --exit-code, 1 when
-    /// they differ), 3 an input could not be read, 4 an input is invalid.
+    /// they differ; with --fail-on weakened, 1 when safety is weakened), 1 a
+    /// `.ctxpack` source with errors, 3 an input could not be read, 4 an input is
+    /// invalid.
     #[command(
         after_help = "Examples:\n  ctxpack diff v1.json v2.json\n  ctxpack diff acme/support@1.0.0 acme/support@1.1.0\n  ctxpack diff --format json --exit-code old.json new.json"
     )]

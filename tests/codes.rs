@@ -50,3 +50,38 @@ fn every_language_code_is_emitted() {
         );
     }
 }
+
+/// The examples of the pages whose code needs a whole pack around them (the fixed
+/// text against the total, the analysis limit) report that code once wrapped in one.
+#[test]
+fn whole_pack_examples_report_their_code() {
+    let example = |code: &str| {
+        ctxpack::codes::lookup(code)
+            .map(|info| info.example)
+            .unwrap_or_default()
+    };
+    let fields: String = (0..20)
+        .map(|i| format!("  a{i}: bool\n  b{i}: bool\n"))
+        .collect();
+    let cases = [
+        (
+            "E0504",
+            format!(
+                "pack \"a/b\" version \"1.0.0\"\n{}\nintent main fallback {{ task \"Help.\" }}\n",
+                example("E0504")
+            ),
+        ),
+        (
+            "W0304",
+            format!(
+                "pack \"a/b\" version \"1.0.0\"\ncontext {{\n{fields}}}\nprompt system \"x\"\nbudget {{ total 1000 bucket policy {{ share 100% }} }}\nintent main fallback {{ task \"t\" }}\n{}\n",
+                example("W0304")
+            ),
+        ),
+    ];
+    for (code, pack) in cases {
+        let checked = ctxpack::check::check_source(&pack);
+        let codes: Vec<&str> = checked.diagnostics.iter().map(|d| d.code).collect();
+        assert!(codes.contains(&code), "{code} not in {codes:?}:\n{pack}");
+    }
+}

@@ -259,6 +259,18 @@ fn the_ci_workflow_commands_pass() {
         let args: Vec<&str> = command.split_whitespace().skip(1).collect();
         ok(&proj, &args);
     }
+    // The install step names where ctxpack comes from, and fails with a clear
+    // message when that is not configured (never an empty URL).
+    let install = steps
+        .iter()
+        .find(|s| s["name"] == "Install ctxpack")
+        .unwrap();
+    let run = install["run"].as_str().unwrap();
+    assert!(
+        run.starts_with("cargo install --locked --git \"${CTXPACK_GIT:?"),
+        "{run}"
+    );
+    assert_eq!(install["env"]["CTXPACK_GIT"], "${{ vars.CTXPACK_GIT }}");
 }
 
 #[test]

@@ -94,7 +94,6 @@ pub fn starter(name: &str) -> Vec<StarterFile> {
             .replace("@FILE@", file)
             .replace("@VERSION@", VERSION)
             .replace("@TESTS_SCHEMA@", TESTS_SCHEMA_ID)
-            .replace("@CTXPACK_REPO@", env!("CARGO_PKG_REPOSITORY"))
     };
     [
         (format!("{file}.ctxpack"), PACK),
