@@ -758,8 +758,9 @@ budget's `total`. Checked only when the total is valid."#,
 split, so every compile of that intent would fail with `budget_exhausted`
 (exit 5)."#,
         example: r#"prompt system """
-  You are ACME's support assistant. Answer order, refund, shipping and account
-  questions for ACME customers, concisely and factually, in the customer's language.
+  You are ACME's support assistant. Answer order, refund, shipping
+  and account questions for ACME customers, concisely and factually,
+  in the customer's language.
 """
 
 budget {
@@ -1111,22 +1112,26 @@ stand, and the rest was not analysed. The budget counts work, not time,
 so every machine stops at the same place."#,
         why: r#"A clean `check` would otherwise suggest that the policies were shown to
 be free of dead, shadowed and conflicting rules when they were not."#,
-        example: r#"// with the fields `a0`..`a19` and `b0`..`b19` declared `bool`
+        example: r#"// the fields `a0`..`a19` and `b0`..`b19` declared `bool`
 policy many_pairs priority 10 {
-  when (ctx.a0 and ctx.b0) or (ctx.a1 and ctx.b1) or (ctx.a2 and ctx.b2) or (ctx.a3 and ctx.b3)
-    or (ctx.a4 and ctx.b4) or (ctx.a5 and ctx.b5) or (ctx.a6 and ctx.b6) or (ctx.a7 and ctx.b7)
-    or (ctx.a8 and ctx.b8) or (ctx.a9 and ctx.b9) or (ctx.a10 and ctx.b10) or (ctx.a11 and ctx.b11)
-    or (ctx.a12 and ctx.b12) or (ctx.a13 and ctx.b13) or (ctx.a14 and ctx.b14) or (ctx.a15 and ctx.b15)
-    or (ctx.a16 and ctx.b16) or (ctx.a17 and ctx.b17) or (ctx.a18 and ctx.b18) or (ctx.a19 and ctx.b19)
+  when (ctx.a0 and ctx.b0) or (ctx.a1 and ctx.b1) or (ctx.a2 and ctx.b2)
+    or (ctx.a3 and ctx.b3) or (ctx.a4 and ctx.b4) or (ctx.a5 and ctx.b5)
+    or (ctx.a6 and ctx.b6) or (ctx.a7 and ctx.b7) or (ctx.a8 and ctx.b8)
+    or (ctx.a9 and ctx.b9) or (ctx.a10 and ctx.b10) or (ctx.a11 and ctx.b11)
+    or (ctx.a12 and ctx.b12) or (ctx.a13 and ctx.b13) or (ctx.a14 and ctx.b14)
+    or (ctx.a15 and ctx.b15) or (ctx.a16 and ctx.b16) or (ctx.a17 and ctx.b17)
+    or (ctx.a18 and ctx.b18) or (ctx.a19 and ctx.b19)
   instruct "..."
 }
 
 policy crossed_pairs priority 10 {
-  when (ctx.a0 and ctx.b7) or (ctx.a1 and ctx.b8) or (ctx.a2 and ctx.b9) or (ctx.a3 and ctx.b10)
-    or (ctx.a4 and ctx.b11) or (ctx.a5 and ctx.b12) or (ctx.a6 and ctx.b13) or (ctx.a7 and ctx.b14)
-    or (ctx.a8 and ctx.b15) or (ctx.a9 and ctx.b16) or (ctx.a10 and ctx.b17) or (ctx.a11 and ctx.b18)
-    or (ctx.a12 and ctx.b19) or (ctx.a13 and ctx.b0) or (ctx.a14 and ctx.b1) or (ctx.a15 and ctx.b2)
-    or (ctx.a16 and ctx.b3) or (ctx.a17 and ctx.b4) or (ctx.a18 and ctx.b5) or (ctx.a19 and ctx.b6)
+  when (ctx.a0 and ctx.b7) or (ctx.a1 and ctx.b8) or (ctx.a2 and ctx.b9)
+    or (ctx.a3 and ctx.b10) or (ctx.a4 and ctx.b11) or (ctx.a5 and ctx.b12)
+    or (ctx.a6 and ctx.b13) or (ctx.a7 and ctx.b14) or (ctx.a8 and ctx.b15)
+    or (ctx.a9 and ctx.b16) or (ctx.a10 and ctx.b17) or (ctx.a11 and ctx.b18)
+    or (ctx.a12 and ctx.b19) or (ctx.a13 and ctx.b0) or (ctx.a14 and ctx.b1)
+    or (ctx.a15 and ctx.b2) or (ctx.a16 and ctx.b3) or (ctx.a17 and ctx.b4)
+    or (ctx.a18 and ctx.b5) or (ctx.a19 and ctx.b6)
   refuse "..."
 }"#,
         fix: r#"Conditions that combine many fields in many alternatives are the costly
