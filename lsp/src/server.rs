@@ -202,6 +202,35 @@ impl Inner {
         }
     }
 
+    /// After a change to the pack `uri` (its text, or its closing): the open test
+    /// files beside it are checked again, since they read the pack from the editor
+    /// while it is open.
+    fn relint_tests_beside(self: &Arc<Self>, uri: &Uri, docs: &mut HashMap<Uri, Doc>) {
+        if is_tests_file(uri) {
+            return;
+        }
+        let Some(dir) = uri
+            .to_file_path()
+            .and_then(|p| p.parent().map(|d| d.to_path_buf()))
+        else {
+            return;
+        };
+        let beside: Vec<Uri> = docs
+            .keys()
+            .filter(|u| is_tests_file(u))
+            .filter(|u| {
+                u.to_file_path()
+                    .is_some_and(|p| p.parent().is_some_and(|d| d == dir))
+            })
+            .cloned()
+            .collect();
+        for tests in beside {
+            if let Some(doc) = docs.get_mut(&tests) {
+                self.schedule(&tests, doc);
+            }
+        }
+    }
+
     /// Analyses a document until its latest text is analysed, then publishes that
     /// version's diagnostics.
     async fn analysis_task(self: Arc<Self>, uri: Uri) {
@@ -893,12 +922,15 @@ impl LanguageServer for Backend {
         }
         doc.version = params.text_document.version;
         self.inner.schedule(&uri, doc);
+        self.inner.relint_tests_beside(&uri, &mut docs);
     }
 
     async fn did_close(&self, params: DidCloseTextDocumentParams) {
         let uri = params.text_document.uri;
         let mut docs = self.inner.documents.lock().await;
         docs.remove(&uri);
+        // Its tests now read the pack from disk.
+        self.inner.relint_tests_beside(&uri, &mut docs);
         // Queries waiting for this document's check now answer nothing.
         self.inner.analyzed.notify_waiters();
         self.inner

@@ -1571,6 +1571,46 @@ fn test_files_are_checked_against_their_pack() {
     c.shutdown();
 }
 
+/// An open test file follows edits of the open pack beside it: renaming an intent in
+/// the pack (not saved) brings the test file's `unknown_intent` at once.
+#[test]
+fn test_files_follow_edits_of_their_open_pack() {
+    let dir = tempfile::tempdir().unwrap();
+    let pack = dir.path().join("p.ctxpack");
+    std::fs::write(&pack, CLEAN).unwrap();
+    let tests = dir.path().join("p.tests.yaml");
+    let tests_uri = file_uri(&tests);
+    let pack_uri = file_uri(&pack);
+    let text = "pack: p.ctxpack\ncases:\n  - name: a\n    request: { intent: refund }\n    expect: { must_refuse: false }\n";
+    let mut c = Client::start(&[]);
+    c.initialize(None);
+    c.notify(
+        "textDocument/didOpen",
+        json!({ "textDocument": { "uri": tests_uri, "languageId": "yaml", "version": 1, "text": text } }),
+    );
+    let d = c.diagnostics_of(&tests_uri);
+    assert_eq!(d["diagnostics"], json!([]), "{d:#}");
+    c.notify(
+        "textDocument/didOpen",
+        json!({ "textDocument": { "uri": pack_uri, "languageId": "ctxpack", "version": 1, "text": CLEAN } }),
+    );
+    let renamed = CLEAN.replace("intent refund", "intent refunds");
+    assert_ne!(renamed, CLEAN);
+    c.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": pack_uri, "version": 2 }, "contentChanges": [{ "text": renamed }] }),
+    );
+    let d = c.wait_for("textDocument/publishDiagnostics", |p| {
+        p["uri"] == tests_uri
+            && p["diagnostics"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|x| x["code"] == "unknown_intent"))
+    });
+    let message = d["diagnostics"][0]["message"].as_str().unwrap_or("");
+    assert!(message.contains("refund"), "{d:#}");
+    c.shutdown();
+}
+
 /// The policy analysis's warnings follow edits over stdio: an edit above a warning
 /// that leaves the policies as they were moves it (the analysis is reused), and an
 /// edit of a policy's priority takes it away (the analysis runs again).

@@ -240,6 +240,10 @@ impl Ctx<'_> {
     }
 }
 
+/// A word no pack holds, lexed after the text before the cursor to learn whether the
+/// cursor is in a comment.
+const CURSOR_PROBE: &str = "cursor_probe_x";
+
 /// Where the word (a name or a dotted path) that ends at `offset` starts.
 fn word_start(text: &str, offset: usize) -> usize {
     let bytes = text.as_bytes();
@@ -267,6 +271,12 @@ pub(super) fn complete(a: &Analysis, offset: usize) -> Vec<CompletionItem> {
 
     if let Some(t) = last.filter(|t| unterminated(t)) {
         in_string(&mut ctx, &tokens, t);
+        return ctx.items;
+    }
+    // Inside a `//` comment nothing is offered: a word written at the cursor would be
+    // part of the comment, not the next token.
+    let probe = format!("{} {CURSOR_PROBE}", &text[..start]);
+    if lex(&probe).tokens.last().map(|t| t.text) != Some(CURSOR_PROBE) {
         return ctx.items;
     }
 

@@ -381,16 +381,41 @@ impl Analysis {
             .filter(|(_, d)| d.span.start <= range.end && range.start <= d.span.end)
             .filter_map(|(i, d)| {
                 let s = d.suggestion.as_ref()?;
+                let span = self.json_path_span(d, s.span)?;
                 Some(QuickFix {
                     title: format!("Replace with `{}`", s.replacement),
                     diagnostic: i,
                     edit: TextEdit {
-                        span: s.span,
+                        span,
                         text: s.replacement.clone(),
                     },
                 })
             })
             .collect()
+    }
+
+    /// Where a suggestion applies. An unknown path inside raw JSON is reported on the
+    /// whole `json { ... }` (the checker sees the JSON value, not its text): the fix
+    /// replaces the path inside its `"var"` string, found in the text again, and there
+    /// is none when it cannot be found (a path written with escapes, or one that
+    /// `missing` names).
+    fn json_path_span(&self, d: &crate::diagnostic::Diagnostic, span: Span) -> Option<Span> {
+        let text = self.text();
+        if !text.get(span.start..span.end)?.starts_with("json") {
+            return Some(span);
+        }
+        rawjson::find(text, &self.checked().ast)
+            .into_iter()
+            .find_map(|found| match found {
+                rawjson::Found::Var(path, at)
+                    if span.start <= at.start
+                        && at.end <= span.end
+                        && d.message.contains(&format!("`{path}`")) =>
+                {
+                    Some(at)
+                }
+                _ => None,
+            })
     }
 
     /// The span a rename at `offset` would change (the name itself), when the name
@@ -481,9 +506,14 @@ impl Analysis {
         }
         let pack = &self.checked.pack;
         if pack.declares(at.kind, new_name) {
+            let kind = at.kind.as_str();
+            let article = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                "an"
+            } else {
+                "a"
+            };
             return Err(format!(
-                "a {} named `{new_name}` already exists",
-                at.kind.as_str()
+                "{article} {kind} named `{new_name}` already exists"
             ));
         }
         if at.kind == SymbolKind::Field {

@@ -181,6 +181,33 @@ fn hover_shows_the_page_of_a_diagnostic() {
     );
 }
 
+/// The fix for a misspelt path inside raw JSON replaces the path in its `"var"`
+/// string, not the whole condition, and the fixed text checks clean.
+#[test]
+fn a_quick_fix_in_raw_json_replaces_only_the_path() {
+    let src = PACK.replace(
+        "when ctx.user.tier == \"pro\" and request.intent == \"refund\"",
+        "when json {\"and\": [{\"==\": [{\"var\": \"ctx.user.tierr\"}, \"pro\"]}, {\"==\": [{\"var\": \"request.intent\"}, \"refund\"]}]}",
+    );
+    assert_ne!(src, PACK);
+    let a = Analysis::new(src.clone());
+    assert!(codes(&src).contains(&"E0201"));
+    let fixes = a.quick_fixes(Span::new(0, src.len()));
+    let fix = fixes
+        .iter()
+        .find(|f| f.edit.text == "ctx.user.tier")
+        .unwrap_or_else(|| panic!("{fixes:?}"));
+    assert_eq!(
+        &src[fix.edit.span.start..fix.edit.span.end],
+        "ctx.user.tierr"
+    );
+    let mut fixed = src.clone();
+    fixed.replace_range(fix.edit.span.start..fix.edit.span.end, &fix.edit.text);
+    let mut expected = codes(&src);
+    expected.retain(|c| *c != "E0201");
+    assert_eq!(codes(&fixed), expected);
+}
+
 fn codes(text: &str) -> Vec<&'static str> {
     Analysis::new(text)
         .diagnostics()
@@ -273,6 +300,12 @@ fn completions() {
     let head = "pack \"a/b\" version \"1.0.0\"\ncontext { user.tier: enum(\"free\", \"pro\") }\ntool t { kind read }\nredactor r pattern \"x\"\nbudget { bucket evidence { share 10% } }\n";
     let c = |s: &str| complete_at(&format!("{head}{s}"));
     assert!(c("|").contains(&"tool".to_owned()));
+    // Nothing inside a comment: above the header, after a condition, between items.
+    assert!(complete_at("// a pack for |\npack \"a/b\" version \"1.0.0\"\n").is_empty());
+    assert!(c("policy p { when ctx.user.tier == \"pro\" // or |\n}").is_empty());
+    assert!(c("// the tools: t|").is_empty());
+    // A `//` inside a string is no comment.
+    assert!(c("block b in evidence \"see https://x\"\n|").contains(&"tool".to_owned()));
     assert!(c("tool x {\n  |\n}").contains(&"approval".to_owned()));
     assert!(c("\n|").contains(&"session".to_owned()));
     assert!(c("session |").contains(&"directives".to_owned()));
