@@ -344,10 +344,21 @@ impl Analysis {
         let Some(at) = self.occurrence_at(offset) else {
             return Vec::new();
         };
+        // On an import's name: the uses of everything it brings in, not only of the
+        // first name declared there.
+        let brought: Vec<(SymbolKind, &str)> = if at.imported && at.is_definition {
+            self.occurrences()
+                .iter()
+                .filter(|o| o.imported && o.is_definition && o.span == at.span)
+                .map(|o| (o.kind, o.name.as_str()))
+                .collect()
+        } else {
+            vec![(at.kind, at.name.as_str())]
+        };
         let mut spans: Vec<Span> = self
             .occurrences()
             .iter()
-            .filter(|o| o.kind == at.kind && o.name == at.name)
+            .filter(|o| brought.contains(&(o.kind, o.name.as_str())))
             .filter(|o| include_declaration || !o.is_definition)
             .map(|o| o.span)
             .collect();

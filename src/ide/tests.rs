@@ -521,6 +521,21 @@ fn hover_on_an_import_shows_what_it_resolved_to() {
     );
 }
 
+/// Find references on an import's name: the uses of everything it brings in.
+#[test]
+fn references_on_an_import_follow_everything_it_brings() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = crate::registry::Registry::open(dir.path());
+    let lib = "pack \"acme/base\" version \"2.1.0\" library\n\ncontext {\n  user.age: int\n}\n\nredactor email pattern \"[a-z]+@x\"\n\ntool search_kb { description \"Search.\" kind read risk low approval auto }\n";
+    let built = crate::build::build_source("base.ctxpack", lib.to_owned()).unwrap();
+    registry.publish(&built.artifact).unwrap();
+    let app = "pack \"acme/app\" version \"1.0.0\"\n\nimport \"acme/base\" version \"2.1.0\"\n\nprompt system \"Hi.\"\n\nbudget {\n  total 1000\n  bucket policy { share 100% }\n}\n\nintent main fallback {\n  tools search_kb\n  task \"Help.\"\n}\n\npolicy p {\n  when ctx.user.age < 18\n  redact email\n}\n";
+    let a = Analysis::with_imports(app, &registry, None);
+    let refs = a.references(at(app, "\"acme/base\"", 0) + 2, false);
+    let used: Vec<&str> = refs.iter().map(|s| &app[s.start..s.end]).collect();
+    assert_eq!(used, ["search_kb", "ctx.user.age", "email"], "{refs:?}");
+}
+
 /// No outline symbol of the bundled packs runs on into what follows it: its range
 /// and detail end at its own text, not in whitespace or the next item's `///`.
 #[test]
