@@ -59,15 +59,9 @@ impl Checker<'_> {
         }
         // One W0201 per optional field per condition, at its first unguarded use:
         // `ctx.total > 5 and ctx.total < 10` is one missing guard, not two.
-        let mut warned: Vec<String> = Vec::new();
+        let mut warned = std::collections::HashSet::new();
         let mut condition = self.diags.split_off(first);
-        condition.retain(|d| {
-            if d.code != "W0201" || warned.contains(&d.message) {
-                return d.code != "W0201";
-            }
-            warned.push(d.message.clone());
-            true
-        });
+        condition.retain(|d| d.code != "W0201" || warned.insert(d.message.clone()));
         self.diags.append(&mut condition);
         let failed = self.diags.iter().filter(|d| d.is_error()).count() > before;
         if !failed && !matches!(typed.ty, Ty::Bool | Ty::Any | Ty::Error) {

@@ -388,18 +388,16 @@ impl<'s> Driver<'s> {
         let before = self.diags.len();
         match self.parse_rule(Rule::item, pos) {
             Ok((pair, end)) => {
-                let mut item = self.item(pair);
+                let item = self.item(pair);
+                // A number the body could not hold (E0001) leaves the item as one whose
+                // body failed: its name is declared, the checks that need its body are
+                // skipped, so the one mistake is reported once.
+                let invalid = self.diags[before..].iter().any(|d| d.code == "E0001");
+                let mut item = if invalid { self.broken_item(pos) } else { item };
                 let end = item
                     .as_mut()
                     .and_then(|item| self.trailing_comma(item))
                     .unwrap_or(end);
-                // A number the body could not hold (E0001) leaves the item as one whose
-                // body failed: its name is declared, the checks that need its body are
-                // skipped, so the one mistake is reported once.
-                let invalid = self.diags[before..]
-                    .iter()
-                    .any(|d| d.code == "E0001" && !d.message.starts_with("trailing `,`"));
-                let item = if invalid { self.broken_item(pos) } else { item };
                 if let Some(item) = item {
                     items.push(item);
                 }
