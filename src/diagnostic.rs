@@ -17,6 +17,8 @@ use serde_json::{json, Value};
 pub use crate::codes::Severity;
 use crate::span::{LineIndex, Span};
 
+mod clip;
+
 /// A secondary span with its label (e.g. the first definition of a duplicate).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Label {
@@ -543,7 +545,7 @@ fn escape_property(s: &str) -> String {
 /// A diagnostic bound to its file, for miette's graphical handler.
 pub struct Rendered<'a> {
     pub diagnostic: &'a Diagnostic,
-    pub source: &'a Excerpts,
+    pub source: &'a dyn miette::SourceCode,
 }
 
 /// A file's text for miette's excerpts. miette's own sources report, as an excerpt's
@@ -575,9 +577,6 @@ impl miette::SourceCode for Excerpts {
         let inner = self
             .text
             .read_span(span, context_lines_before, context_lines_after)?;
-        let data = inner.data();
-        let lines =
-            data.iter().filter(|&&b| b == b'\n').count() + usize::from(!data.ends_with(b"\n"));
         // miette counts a span's column in bytes; the header (`file:line:col`) is
         // read with no context lines, and says it in Unicode scalar values, as the
         // machine formats do.
@@ -591,15 +590,33 @@ impl miette::SourceCode for Excerpts {
             }
             _ => inner.column(),
         };
-        Ok(Box::new(miette::MietteSpanContents::new_named(
+        Ok(excerpt(
             self.name.clone(),
-            data,
-            *inner.span(),
+            inner.as_ref(),
             inner.line(),
             column,
-            lines.saturating_sub(1),
-        )))
+        ))
     }
+}
+
+/// An excerpt as miette renders it, `line_count` being the excerpt's own number of
+/// lines (see [`Excerpts`]).
+fn excerpt<'a>(
+    name: String,
+    inner: &(dyn miette::SpanContents<'a> + 'a),
+    line: usize,
+    column: usize,
+) -> Box<dyn miette::SpanContents<'a> + 'a> {
+    let data = inner.data();
+    let lines = data.iter().filter(|&&b| b == b'\n').count() + usize::from(!data.ends_with(b"\n"));
+    Box::new(miette::MietteSpanContents::new_named(
+        name,
+        data,
+        *inner.span(),
+        line,
+        column,
+        lines.saturating_sub(1),
+    ))
 }
 
 impl fmt::Debug for Rendered<'_> {
@@ -664,11 +681,20 @@ pub fn to_human(report: &FileReport, color: bool) -> String {
         miette::GraphicalTheme::unicode_nocolor()
     };
     let handler = miette::GraphicalReportHandler::new_themed(theme).with_width(100);
+    let lines = clip::Lines::new(&report.source);
     let mut out = String::new();
     for diagnostic in &report.diagnostics {
-        let rendered = Rendered {
-            diagnostic,
-            source: &source,
+        // A diagnostic on a very long line is shown from a window of it.
+        let clipped = clip::View::of(&report.path, &lines, diagnostic);
+        let rendered = match &clipped {
+            Some((view, moved)) => Rendered {
+                diagnostic: moved,
+                source: view,
+            },
+            None => Rendered {
+                diagnostic,
+                source: &source,
+            },
         };
         if handler.render_report(&mut out, &rendered).is_err() {
             out.push_str(&format!(

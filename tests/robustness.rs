@@ -286,3 +286,45 @@ fn a_mistake_does_not_cascade() {
         assert_eq!(&text[when.start..when.end], condition);
     }
 }
+
+/// A label far along one line (a generated pack, a whole policy on one line) is shown
+/// from a window of that line: miette's layout panics past column 65535. The header
+/// still gives the file's line and column, as the machine formats do.
+#[test]
+fn a_label_far_along_one_line_is_shown_from_a_window() {
+    let text = format!(
+        "pack \"a/b\" version \"1.0.0\" library\ncontext {{\n  x: string\n}}\npolicy p {{ when {}ctx.y == \"b\" instruct \"z\" }}\n",
+        "ctx.x == \"é\" and ".repeat(20_000)
+    );
+    let checked = check_source(&text);
+    let e = checked
+        .diagnostics
+        .iter()
+        .find(|d| d.code == "E0201")
+        .expect("E0201");
+    let report = ctxpack::diagnostic::FileReport {
+        path: "long.ctxpack".into(),
+        source: text.clone(),
+        diagnostics: checked.diagnostics.clone(),
+    };
+    let human = ctxpack::diagnostic::to_human(&report, false);
+    let column = text[..e.span.start]
+        .rsplit('\n')
+        .next()
+        .map_or(0, |l| l.chars().count())
+        + 1;
+    assert!(column > 70_000, "{column}");
+    assert!(
+        human.contains(&format!("[long.ctxpack:5:{column}]")),
+        "{human}"
+    );
+    // The window around the label, cut before it, and no line of the report anywhere
+    // near the length of the source line.
+    assert!(human.contains(" 5 │ …and ctx.x == \"é\" and "), "{human}");
+    assert!(
+        human.contains(" and ctx.y == \"b\" instruct \"z\" }\n"),
+        "{human}"
+    );
+    assert!(human.lines().all(|l| l.chars().count() < 300), "{human}");
+    assert!(human.contains("no such field"), "{human}");
+}

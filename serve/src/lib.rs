@@ -508,7 +508,7 @@ type CompileFailure = Box<(CliError, Option<ctxpack::runtime::CompiledContext>)>
 fn run_compile(
     prepared: &Prepared,
     request: CompileRequest,
-) -> Result<(String, ctxpack::runtime::CompiledContext), CompileFailure> {
+) -> Result<(Vec<u8>, ctxpack::runtime::CompiledContext), CompileFailure> {
     let inputs = match request.inputs {
         Inputs::Decoded(inputs) => *inputs,
         Inputs::Documents {
@@ -525,9 +525,8 @@ fn run_compile(
             .pack
             .compile_canonical(&inputs)
             .map_err(|e| Box::new((CliError::from(e), None)))?;
-        let body = String::from_utf8(bytes)
-            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-        return Ok((body, compiled));
+        // Sent as the bytes they are: the serializer writes UTF-8 only.
+        return Ok((bytes, compiled));
     }
     let compiled = prepared
         .pack
@@ -539,7 +538,7 @@ fn run_compile(
         request.model.as_deref(),
         request.max_tokens,
     ) {
-        Ok(body) => Ok((body, compiled)),
+        Ok(body) => Ok((body.into_bytes(), compiled)),
         Err(e) => Err(Box::new((e, Some(compiled)))),
     }
 }
