@@ -818,6 +818,39 @@ impl Inner {
     }
 }
 
+/// The outline as `SymbolInformation[]`, parents before their children, each child
+/// naming its parent as its container.
+#[expect(
+    deprecated,
+    reason = "`SymbolInformation::deprecated` must still be written"
+)]
+fn flatten(
+    uri: &Uri,
+    symbols: &[DocumentSymbol],
+    container: Option<&str>,
+    out: &mut Vec<SymbolInformation>,
+) {
+    for s in symbols {
+        out.push(SymbolInformation {
+            name: s.name.clone(),
+            kind: s.kind,
+            tags: None,
+            deprecated: None,
+            location: Location {
+                uri: uri.clone(),
+                range: s.range,
+            },
+            container_name: container.map(str::to_owned),
+        });
+        flatten(
+            uri,
+            s.children.as_deref().unwrap_or_default(),
+            Some(&s.name),
+            out,
+        );
+    }
+}
+
 impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
         let inner = &self.inner;
@@ -864,6 +897,13 @@ impl LanguageServer for Backend {
                 crate::features::apply_toggles(options, &mut ws);
             }
             ws.watch = watch;
+            ws.hierarchical_symbols = params
+                .capabilities
+                .text_document
+                .as_ref()
+                .and_then(|t| t.document_symbol.as_ref())
+                .and_then(|d| d.hierarchical_document_symbol_support)
+                .unwrap_or(false);
         }
         Ok(InitializeResult {
             capabilities: Inner::capabilities(encoding),
@@ -1064,12 +1104,17 @@ impl LanguageServer for Backend {
         let Some(a) = self.inner.current(&params.text_document.uri).await else {
             return Ok(None);
         };
-        let symbols = guard(|| a.document_symbols())
+        let symbols: Vec<DocumentSymbol> = guard(|| a.document_symbols())
             .unwrap_or_default()
             .iter()
             .map(|s| self.inner.symbol(&a, s))
             .collect();
-        Ok(Some(DocumentSymbolResponse::Nested(symbols)))
+        if self.inner.workspace().hierarchical_symbols {
+            return Ok(Some(DocumentSymbolResponse::Nested(symbols)));
+        }
+        let mut flat = Vec::new();
+        flatten(&params.text_document.uri, &symbols, None, &mut flat);
+        Ok(Some(DocumentSymbolResponse::Flat(flat)))
     }
 
     async fn formatting(&self, params: DocumentFormattingParams) -> Result<Option<Vec<TextEdit>>> {

@@ -25,6 +25,9 @@ pub struct Workspace {
     /// `ctxpack.inlayHints.enabled`, `ctxpack.codeLens.enabled`).
     pub inlay_hints: bool,
     pub code_lens: bool,
+    /// The client reads a document's outline as a tree (`DocumentSymbol[]`); one that
+    /// does not say so gets the flat `SymbolInformation[]` the protocol falls back to.
+    pub hierarchical_symbols: bool,
 }
 
 impl Default for Workspace {
@@ -35,6 +38,7 @@ impl Default for Workspace {
             watch: false,
             inlay_hints: true,
             code_lens: true,
+            hierarchical_symbols: false,
         }
     }
 }

@@ -1748,3 +1748,55 @@ fn an_edit_inside_one_item_is_published_once_and_as_a_full_check_would() {
     }
     c.shutdown();
 }
+
+/// The outline is a tree for a client that says it reads one, and the protocol's flat
+/// `SymbolInformation[]` (each child naming its container) for one that does not.
+#[test]
+fn the_outline_is_a_tree_only_for_clients_that_read_trees() {
+    let outline = |hierarchical: Option<bool>| {
+        let mut c = Client::start(&[]);
+        let capabilities = match hierarchical {
+            Some(h) => {
+                json!({ "textDocument": { "documentSymbol": { "hierarchicalDocumentSymbolSupport": h } } })
+            }
+            None => json!({}),
+        };
+        c.request(
+            "initialize",
+            json!({ "processId": null, "rootUri": null, "capabilities": capabilities }),
+        );
+        c.notify("initialized", json!({}));
+        c.open(CLEAN, 1);
+        c.diagnostics(1);
+        let symbols = c.request(
+            "textDocument/documentSymbol",
+            json!({ "textDocument": { "uri": URI } }),
+        );
+        c.shutdown();
+        symbols.as_array().cloned().unwrap_or_default()
+    };
+    let tree = outline(Some(true));
+    let budget = tree.iter().find(|s| s["name"] == "budget").unwrap();
+    assert!(budget["children"].as_array().is_some_and(|c| !c.is_empty()));
+    assert!(budget.get("location").is_none(), "{budget}");
+    for flat in [outline(None), outline(Some(false))] {
+        assert!(flat.iter().all(|s| s.get("children").is_none()));
+        assert!(flat.iter().all(|s| s["location"]["uri"] == URI));
+        let bucket = flat
+            .iter()
+            .find(|s| s["name"] == "tools" && s["containerName"] == "budget");
+        assert!(bucket.is_some(), "{flat:#?}");
+        // Every symbol of the tree is there, parents first.
+        let count = |s: &[Value]| -> usize {
+            fn walk(s: &[Value]) -> usize {
+                s.iter()
+                    .map(|x| 1 + x["children"].as_array().map_or(0, |c| walk(c)))
+                    .sum()
+            }
+            walk(s)
+        };
+        assert_eq!(flat.len(), count(&tree));
+        let at = |name: &str| flat.iter().position(|s| s["name"] == name);
+        assert!(at("budget") < flat.iter().position(|s| s["containerName"] == "budget"));
+    }
+}
