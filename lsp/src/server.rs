@@ -904,6 +904,15 @@ impl LanguageServer for Backend {
                 .and_then(|t| t.document_symbol.as_ref())
                 .and_then(|d| d.hierarchical_document_symbol_support)
                 .unwrap_or(false);
+            let workspace = params.capabilities.workspace.as_ref();
+            ws.refresh_hints = workspace
+                .and_then(|w| w.inlay_hint.as_ref())
+                .and_then(|h| h.refresh_support)
+                .unwrap_or(false);
+            ws.refresh_lenses = workspace
+                .and_then(|w| w.code_lens.as_ref())
+                .and_then(|l| l.refresh_support)
+                .unwrap_or(false);
         }
         Ok(InitializeResult {
             capabilities: Inner::capabilities(encoding),
@@ -995,12 +1004,32 @@ impl LanguageServer for Backend {
     }
 
     async fn did_change_configuration(&self, params: DidChangeConfigurationParams) {
-        if let Some(registry) = registry_setting(&params.settings) {
-            if let Ok(mut ws) = self.inner.workspace.write() {
+        let mut refresh = (false, false);
+        if let Ok(mut ws) = self.inner.workspace.write() {
+            if let Some(registry) = registry_setting(&params.settings) {
                 ws.registry = registry;
             }
+            let before = (ws.inlay_hints, ws.code_lens);
+            crate::features::apply_toggles(&params.settings, &mut ws);
+            refresh = (
+                ws.refresh_hints && before.0 != ws.inlay_hints,
+                ws.refresh_lenses && before.1 != ws.code_lens,
+            );
         }
         self.inner.reanalyze(false).await;
+        // Hints and lenses turned on or off show (or go) at once in a client that
+        // lets the server ask; others ask again on their next edit or scroll.
+        // Not awaited: notifications are handled in order, and the client's answer
+        // may wait behind this one.
+        let client = self.inner.client.clone();
+        tokio::spawn(async move {
+            if refresh.0 {
+                let _ = client.inlay_hint_refresh().await;
+            }
+            if refresh.1 {
+                let _ = client.code_lens_refresh().await;
+            }
+        });
     }
 
     async fn execute_command(&self, params: ExecuteCommandParams) -> Result<Option<Value>> {

@@ -28,6 +28,10 @@ pub struct Workspace {
     /// The client reads a document's outline as a tree (`DocumentSymbol[]`); one that
     /// does not say so gets the flat `SymbolInformation[]` the protocol falls back to.
     pub hierarchical_symbols: bool,
+    /// The client asks for inlay hints and code lenses again when told to
+    /// (`workspace/inlayHint/refresh`, `workspace/codeLens/refresh`).
+    pub refresh_hints: bool,
+    pub refresh_lenses: bool,
 }
 
 impl Default for Workspace {
@@ -39,6 +43,8 @@ impl Default for Workspace {
             inlay_hints: true,
             code_lens: true,
             hierarchical_symbols: false,
+            refresh_hints: false,
+            refresh_lenses: false,
         }
     }
 }

@@ -1800,3 +1800,56 @@ fn the_outline_is_a_tree_only_for_clients_that_read_trees() {
         assert!(at("budget") < flat.iter().position(|s| s["containerName"] == "budget"));
     }
 }
+
+/// Turning inlay hints and code lenses off (and on) in the settings takes effect at
+/// once: the next requests answer accordingly, and a client that lets the server ask
+/// is told to ask again.
+#[test]
+fn settings_turn_hints_and_lenses_off_and_on() {
+    let mut c = Client::start(&[]);
+    c.request(
+        "initialize",
+        json!({
+            "processId": null,
+            "rootUri": null,
+            "capabilities": { "workspace": {
+                "inlayHint": { "refreshSupport": true },
+                "codeLens": { "refreshSupport": true }
+            } }
+        }),
+    );
+    c.notify("initialized", json!({}));
+    c.open(CLEAN, 1);
+    c.diagnostics(1);
+    let whole =
+        json!({ "start": { "line": 0, "character": 0 }, "end": { "line": 400, "character": 0 } });
+    let mut counts = |c: &mut Client| {
+        let hints = c.request(
+            "textDocument/inlayHint",
+            json!({ "textDocument": { "uri": URI }, "range": whole }),
+        );
+        let lenses = c.request(
+            "textDocument/codeLens",
+            json!({ "textDocument": { "uri": URI } }),
+        );
+        (
+            hints.as_array().map_or(0, Vec::len),
+            lenses.as_array().map_or(0, Vec::len),
+        )
+    };
+    let on = counts(&mut c);
+    assert!(on.0 > 0 && on.1 > 0, "{on:?}");
+    for (enabled, expected) in [(false, (0, 0)), (true, on)] {
+        c.notify(
+            "workspace/didChangeConfiguration",
+            json!({ "settings": { "ctxpack": {
+                "inlayHints": { "enabled": enabled },
+                "codeLens": { "enabled": enabled }
+            } } }),
+        );
+        c.answer("workspace/inlayHint/refresh", Value::Null);
+        c.answer("workspace/codeLens/refresh", Value::Null);
+        assert_eq!(counts(&mut c), expected, "enabled: {enabled}");
+    }
+    c.shutdown();
+}
