@@ -1823,7 +1823,7 @@ fn settings_turn_hints_and_lenses_off_and_on() {
     c.diagnostics(1);
     let whole =
         json!({ "start": { "line": 0, "character": 0 }, "end": { "line": 400, "character": 0 } });
-    let mut counts = |c: &mut Client| {
+    let counts = |c: &mut Client| {
         let hints = c.request(
             "textDocument/inlayHint",
             json!({ "textDocument": { "uri": URI }, "range": whole }),
