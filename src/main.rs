@@ -246,12 +246,9 @@ fn main() {
         Command::Keygen(args) => commands::sign::keygen(args),
         Command::Sign(args) => commands::sign::sign(args),
         Command::Completions { shell } => {
-            clap_complete::generate(
-                *shell,
-                &mut Cli::command(),
-                "ctxpack",
-                &mut std::io::stdout(),
-            );
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut Cli::command(), "ctxpack", &mut script);
+            commands::emit_bytes(&script);
             exit::OK
         }
     };

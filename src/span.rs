@@ -184,6 +184,24 @@ impl LineIndex {
         self.starts.len()
     }
 
+    /// Where line `line` ends: before its `\n`, or before the `\r` of its `\r\n` (the
+    /// end of the line an editor shows, where a position past it is clamped); the end
+    /// of the text for the last line or one past it.
+    pub fn line_end(&self, text: &str, line: usize) -> usize {
+        match self.starts.get(line + 1) {
+            Some(&next) => {
+                let end = next - 1;
+                let start = self.line_start(line);
+                if end > start && text.as_bytes().get(end - 1) == Some(&b'\r') {
+                    end - 1
+                } else {
+                    end
+                }
+            }
+            None => self.len,
+        }
+    }
+
     /// 1-based line and column in Unicode scalar values.
     pub fn line_col(&self, text: &str, offset: usize) -> LineCol {
         let offset = before_crlf(text, clamp_to_char_boundary(text, offset));
@@ -213,8 +231,7 @@ impl LineIndex {
             return self.len;
         }
         let start = self.starts[line];
-        let end = self.starts.get(line + 1).map_or(self.len, |next| next - 1);
-        utf16_column(text, start, end, col)
+        utf16_column(text, start, self.line_end(text, line), col)
     }
 }
 
@@ -353,6 +370,25 @@ mod tests {
         assert_eq!(idx.offset_of_utf16(text, 1, 4), x);
         assert_eq!(idx.offset_of_utf16(text, 99, 99), text.len());
         assert_eq!(idx.offset_of_utf16(text, 0, 99), 2);
+    }
+
+    /// A position past the end of a `\r\n` line is the end an editor shows: before
+    /// the `\r`, never between it and the `\n`.
+    #[test]
+    fn a_crlf_line_ends_before_its_carriage_return() {
+        let text = "ab\r\n\r\ncd\r\nef";
+        let idx = LineIndex::new(text);
+        assert_eq!(idx.line_end(text, 0), 2);
+        assert_eq!(idx.line_end(text, 1), 4);
+        assert_eq!(idx.line_end(text, 2), 8);
+        assert_eq!(idx.line_end(text, 3), text.len());
+        assert_eq!(idx.line_end(text, 9), text.len());
+        assert_eq!(idx.offset_of_utf16(text, 0, 99), 2);
+        assert_eq!(idx.offset_of_utf16(text, 1, 1), 4);
+        assert_eq!(idx.offset_of_utf16(text, 2, 99), 8);
+        // A lone `\r` inside a line is part of it.
+        let text = "a\rb\n";
+        assert_eq!(LineIndex::new(text).line_end(text, 0), 3);
     }
 
     #[test]

@@ -447,6 +447,7 @@ fn a_result_that_cannot_be_written_is_exit_3() {
             .unwrap()
     };
     let shop = repo("tests/conformance/packs/shop.ctxpack");
+    let session = repo("tests/session");
     for args in [
         vec![
             "compile",
@@ -459,6 +460,8 @@ fn a_result_that_cannot_be_written_is_exit_3() {
         ],
         vec!["check", "--format", "json", shop.to_str().unwrap()],
         vec!["explain", "E0001"],
+        vec!["completions", "bash"],
+        vec!["session", "conformance", session.to_str().unwrap()],
     ] {
         let o = run(&args);
         assert_eq!(o.status.code(), Some(3), "{args:?}");

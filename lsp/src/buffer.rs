@@ -85,11 +85,9 @@ impl Buffer {
             Some(w) => w,
             None => {
                 let start = self.lines.line_start(line);
-                let end = if line + 1 < self.lines.line_count() {
-                    self.lines.line_start(line + 1).saturating_sub(1)
-                } else {
-                    self.text.len()
-                };
+                // The line as an editor shows it: without its `\r\n`, so that a
+                // position past its end is clamped before the `\r`.
+                let end = self.lines.line_end(&self.text, line);
                 self.window.insert(Window {
                     line,
                     start,

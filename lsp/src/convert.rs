@@ -54,11 +54,7 @@ impl Text<'_> {
             return self.text.len();
         }
         let start = self.lines.line_start(line);
-        let end = if line + 1 < self.lines.line_count() {
-            self.lines.line_start(line + 1).saturating_sub(1)
-        } else {
-            self.text.len()
-        };
+        let end = self.lines.line_end(self.text, line);
         column(self.text, start, end, position.character, self.encoding)
     }
 

@@ -1853,3 +1853,51 @@ fn settings_turn_hints_and_lenses_off_and_on() {
     }
     c.shutdown();
 }
+
+/// In a `\r\n` document a position past the end of a line is that line's end as the
+/// client shows it, before the `\r`: text inserted there stays on the line, and the
+/// server's text stays the client's.
+#[test]
+fn past_the_end_of_a_crlf_line_is_before_its_carriage_return() {
+    let crlf = CLEAN.replace('\n', "\r\n");
+    let mut c = Client::start(&[]);
+    c.initialize(None);
+    c.open(&crlf, 1);
+    assert!(c.diagnostics(1).is_empty());
+    let first = crlf
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches('\r');
+    let end = first.chars().count() as u32;
+    // Hover past the end of a line answers as at its end (no error).
+    let hover = c.request_raw(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": URI }, "position": { "line": 0, "character": 10_000 } }),
+    );
+    assert!(hover.get("result").is_some(), "{hover}");
+    c.change_range(
+        json!({ "start": { "line": 0, "character": 10_000 }, "end": { "line": 0, "character": 10_000 } }),
+        " Z",
+        2,
+    );
+    let diags = c.diagnostics(2);
+    let d = diags
+        .iter()
+        .find(|d| d["code"] == "E0001")
+        .cloned()
+        .unwrap_or_else(|| panic!("{diags:#?}"));
+    assert_eq!(
+        d["range"]["start"],
+        json!({ "line": 0, "character": end + 1 }),
+        "{d:#}"
+    );
+    // Deleting it again leaves the document clean: the `\r\n` was never split.
+    c.change_range(
+        json!({ "start": { "line": 0, "character": end }, "end": { "line": 0, "character": 10_000 } }),
+        "",
+        3,
+    );
+    assert!(c.diagnostics(3).is_empty());
+    c.shutdown();
+}

@@ -151,7 +151,10 @@ fn stdin(check: bool, failures: &mut Failures) {
         }
         Ok(out) => {
             let mut stdout = std::io::stdout().lock();
-            if let Err(e) = stdout.write_all(out.as_bytes()) {
+            let written = stdout
+                .write_all(out.as_bytes())
+                .and_then(|()| stdout.flush());
+            if let Err(e) = written {
                 failures.push(CliError::new(
                     "unwritable_output",
                     exit::UNREADABLE,

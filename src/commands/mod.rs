@@ -2,7 +2,9 @@
 //! only parses arguments and dispatches here.
 
 /// `print!` that never panics: a failed write to standard output (a full disk, a
-/// closed descriptor) ends the process with exit 3 and a message on standard error.
+/// broken pipe) ends the process with exit 3 and a message on standard error. (A
+/// standard output closed at start is not one: the runtime opens `/dev/null` there
+/// before `main`, as for any Rust program.)
 macro_rules! out {
     ($($arg:tt)*) => {
         $crate::commands::emit(::std::format_args!($($arg)*))
@@ -70,11 +72,26 @@ pub fn emit_styled(args: std::fmt::Arguments<'_>) {
     write_or_exit(anstream::stdout().lock(), args);
 }
 
-fn write_or_exit(mut out: impl std::io::Write, args: std::fmt::Arguments<'_>) {
-    if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
-        eprintln!("error: cannot write to standard output: {e}");
-        std::process::exit(exit::UNREADABLE);
+/// [`emit`] for bytes.
+pub fn emit_bytes(bytes: &[u8]) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let written = out.write_all(bytes).and_then(|()| out.flush());
+    if let Err(e) = written {
+        unwritable(&e);
     }
+}
+
+fn write_or_exit(mut out: impl std::io::Write, args: std::fmt::Arguments<'_>) {
+    let written = out.write_fmt(args).and_then(|()| out.flush());
+    if let Err(e) = written {
+        unwritable(&e);
+    }
+}
+
+fn unwritable(e: &std::io::Error) -> ! {
+    eprintln!("error: cannot write to standard output: {e}");
+    std::process::exit(exit::UNREADABLE);
 }
 
 /// Should output to stderr be colored? Only on a terminal, and never with `NO_COLOR`.

@@ -16,7 +16,6 @@
 //! (`invalid_directive`).
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
@@ -190,10 +189,7 @@ pub fn load_state(path: Option<&Path>) -> Result<State, CliError> {
 }
 
 fn print_json(value: &Value) {
-    let bytes = crate::artifact::canonical_bytes(value);
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(&bytes);
-    let _ = out.flush();
+    super::emit_bytes(&crate::artifact::canonical_bytes(value));
 }
 
 /// One fixture file's result.
@@ -361,11 +357,9 @@ fn conformance_command(args: &ConformanceArgs) -> i32 {
         Ok(r) => r,
         Err(e) => return report(Err(e), args.json_errors),
     };
-    let mut out = std::io::stdout().lock();
     for line in report.lines() {
-        let _ = writeln!(out, "{line}");
+        outln!("{line}");
     }
-    let _ = out.flush();
     if report.failed() == 0 && report.passed() > 0 {
         return exit::OK;
     }

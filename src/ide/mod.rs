@@ -392,7 +392,7 @@ impl Analysis {
             .filter(|(_, d)| d.span.start <= range.end && range.start <= d.span.end)
             .filter_map(|(i, d)| {
                 let s = d.suggestion.as_ref()?;
-                let span = self.json_path_span(d, s.span)?;
+                let span = self.json_path_span(s.span)?;
                 Some(QuickFix {
                     title: format!("Replace with `{}`", s.replacement),
                     diagnostic: i,
@@ -405,28 +405,13 @@ impl Analysis {
             .collect()
     }
 
-    /// Where a suggestion applies. An unknown path inside raw JSON is reported on the
-    /// whole `json { ... }` (the checker sees the JSON value, not its text): the fix
-    /// replaces the path inside its `"var"` string, found in the text again, and there
-    /// is none when it cannot be found (a path written with escapes, or one that
-    /// `missing` names).
-    fn json_path_span(&self, d: &crate::diagnostic::Diagnostic, span: Span) -> Option<Span> {
-        let text = self.text();
-        if !text.get(span.start..span.end)?.starts_with("json") {
-            return Some(span);
-        }
-        rawjson::find(text, &self.checked().ast)
-            .into_iter()
-            .find_map(|found| match found {
-                rawjson::Found::Var(path, at)
-                    if span.start <= at.start
-                        && at.end <= span.end
-                        && d.message.contains(&format!("`{path}`")) =>
-                {
-                    Some(at)
-                }
-                _ => None,
-            })
+    /// Where a suggestion applies: its span, unless that is a whole `json { ... }`.
+    /// The checker points a mistake inside raw JSON at the string it is about; it
+    /// reports on the whole JSON only a string written with escapes, whose text is not
+    /// its value, so that no edit of it could be exact.
+    fn json_path_span(&self, span: Span) -> Option<Span> {
+        let text = self.text().get(span.start..span.end)?;
+        (!text.starts_with("json")).then_some(span)
     }
 
     /// The span a rename at `offset` would change (the name itself), when the name

@@ -9,14 +9,7 @@
 
 use crate::span::Span;
 use crate::syntax::ast::{Expr, ExprKind, File, ItemKind};
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Tok {
-    /// A string literal: its value when it has no escapes, and its span (quotes
-    /// included).
-    Str(Option<String>, Span),
-    Punct(u8),
-}
+use crate::syntax::jsonlex::{lex, Tok};
 
 /// A name found in raw JSON.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,49 +43,13 @@ fn walk(text: &str, e: &Expr, out: &mut Vec<Found>) {
             walk(text, lhs, out);
             walk(text, rhs, out);
         }
-        ExprKind::Json(Some(_)) => {
+        ExprKind::Json(Some(_), _) => {
             if let Some(source) = text.get(e.span.start..e.span.end) {
                 out.extend(names(&lex(source, e.span.start)));
             }
         }
         _ => {}
     }
-}
-
-/// The string literals and punctuation of JSON text starting at `base`.
-fn lex(source: &str, base: usize) -> Vec<Tok> {
-    let bytes = source.as_bytes();
-    let mut toks = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'"' => {
-                let start = i;
-                let mut escaped = false;
-                i += 1;
-                while i < bytes.len() && bytes[i] != b'"' {
-                    if bytes[i] == b'\\' {
-                        escaped = true;
-                        i += 1;
-                    }
-                    i += 1;
-                }
-                let end = (i + 1).min(bytes.len());
-                let value = (!escaped)
-                    .then(|| source.get(start + 1..end.saturating_sub(1)))
-                    .flatten()
-                    .map(str::to_owned);
-                toks.push(Tok::Str(value, Span::new(base + start, base + end)));
-                i = end;
-            }
-            c @ (b'{' | b'}' | b'[' | b']' | b':' | b',') => {
-                toks.push(Tok::Punct(c));
-                i += 1;
-            }
-            _ => i += 1,
-        }
-    }
-    toks
 }
 
 fn str_at(toks: &[Tok], i: usize) -> Option<(&str, Span)> {

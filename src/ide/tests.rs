@@ -206,6 +206,18 @@ fn a_quick_fix_in_raw_json_replaces_only_the_path() {
     let mut expected = codes(&src);
     expected.retain(|c| *c != "E0201");
     assert_eq!(codes(&fixed), expected);
+    // A path written with escapes is reported on the whole `json { ... }` (its text is
+    // not its value), with no fix, since no edit of it could be exact.
+    let escaped = src.replace("ctx.user.tierr", "ctx.user.tier\\u0072");
+    let a = Analysis::new(escaped.clone());
+    let d = a
+        .diagnostics()
+        .iter()
+        .find(|d| d.code == "E0201")
+        .cloned()
+        .unwrap_or_else(|| panic!("{:?}", a.diagnostics()));
+    assert!(escaped[d.span.start..d.span.end].starts_with("json {"));
+    assert!(a.quick_fixes(Span::new(0, escaped.len())).is_empty());
 }
 
 fn codes(text: &str) -> Vec<&'static str> {

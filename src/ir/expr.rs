@@ -198,9 +198,9 @@ impl Checker<'_> {
                 }
                 typed(Ty::Bool, json!({ "!==": [{ "var": p }, null] }))
             }
-            ExprKind::Json(None) | ExprKind::Invalid => typed(Ty::Error, Value::Null),
-            ExprKind::Json(Some(v)) => {
-                self.json(v, e.span);
+            ExprKind::Json(None, _) | ExprKind::Invalid => typed(Ty::Error, Value::Null),
+            ExprKind::Json(Some(v), strings) => {
+                self.json(v, &mut Locator::new(e.span, strings));
                 typed(Ty::Any, v.clone())
             }
             ExprKind::List(items) => {
@@ -529,9 +529,10 @@ impl Checker<'_> {
 
     /// Checks raw JsonLogic: operators the engine knows, one key per operation, `var`
     /// paths that exist, and the engine's own compilation.
-    fn json(&mut self, value: &Value, span: Span) {
+    fn json(&mut self, value: &Value, at: &mut Locator<'_>) {
         let before = self.diags.len();
-        self.json_walk(value, span, false);
+        self.json_walk(value, at, false);
+        let span = at.whole;
         if self.diags.len() > before {
             return;
         }
@@ -544,11 +545,11 @@ impl Checker<'_> {
         }
     }
 
-    fn json_walk(&mut self, value: &Value, span: Span, in_iteration: bool) {
+    fn json_walk(&mut self, value: &Value, at: &mut Locator<'_>, in_iteration: bool) {
         match value {
             Value::Array(items) => {
                 for item in items {
-                    self.json_walk(item, span, in_iteration);
+                    self.json_walk(item, at, in_iteration);
                 }
             }
             Value::Object(map) => {
@@ -556,7 +557,7 @@ impl Checker<'_> {
                     self.diags.push(
                         Diagnostic::new(
                             "E0205",
-                            span,
+                            at.whole,
                             format!("a JsonLogic operation is an object with exactly one key, found {} keys", map.len()),
                         )
                         .with_label("malformed JsonLogic")
@@ -570,7 +571,7 @@ impl Checker<'_> {
                 if !engine().builtin_operator_names().any(|known| known == op) {
                     let mut d = Diagnostic::new(
                         "E0205",
-                        span,
+                        at.string(op),
                         format!("unknown JsonLogic operator `{op}`"),
                     )
                     .with_label("the runtime cannot evaluate this");
@@ -592,6 +593,7 @@ impl Checker<'_> {
                         _ => None,
                     };
                     if let Some(path) = path.filter(|p| !p.is_empty()) {
+                        let span = at.string(path);
                         if resolve(self.pack, path).is_none() {
                             self.unknown_path(path, span);
                         }
@@ -599,9 +601,10 @@ impl Checker<'_> {
                     return;
                 }
                 if !in_iteration {
-                    self.json_intent_names(op, args, span);
+                    self.json_intent_names(op, args, at);
                     // `missing` and `missing_some` read the paths they name.
                     for path in presence_paths(op, args) {
+                        let span = at.string(path);
                         if resolve(self.pack, path).is_none() {
                             self.unknown_path(path, span);
                         }
@@ -614,10 +617,10 @@ impl Checker<'_> {
                 match args {
                     Value::Array(items) => {
                         for (i, item) in items.iter().enumerate() {
-                            self.json_walk(item, span, in_iteration || (iterates && i > 0));
+                            self.json_walk(item, at, in_iteration || (iterates && i > 0));
                         }
                     }
-                    other => self.json_walk(other, span, in_iteration),
+                    other => self.json_walk(other, at, in_iteration),
                 }
             }
             _ => {}
@@ -629,7 +632,7 @@ impl Checker<'_> {
     /// Raw JsonLogic that compares `request.intent` with strings (`==`, `===`, `!=`,
     /// `!==`, or `in` a list of strings): each string must name a declared intent, as
     /// in the expression syntax (E0102, at the `json { ... }` operand).
-    fn json_intent_names(&mut self, op: &str, args: &Value, span: Span) {
+    fn json_intent_names(&mut self, op: &str, args: &Value, at: &mut Locator<'_>) {
         let Value::Array(args) = args else { return };
         let is_intent = |v: &Value| {
             let path = match v.get("var") {
@@ -656,13 +659,52 @@ impl Checker<'_> {
             if self.pack.library || self.pack.declares(SymbolKind::Intent, name) {
                 continue;
             }
-            let mut d = Diagnostic::new("E0102", span, format!("unknown intent `{name}`"))
-                .with_label("names no intent of this pack");
+            let mut d =
+                Diagnostic::new("E0102", at.string(name), format!("unknown intent `{name}`"))
+                    .with_label("names no intent of this pack");
             d = match nearest(name, self.pack.names(SymbolKind::Intent)) {
                 Some(best) => d.with_help(format!("did you mean `{best}`?")),
                 None => d.with_help("declare it with `intent NAME { ... }`"),
             };
             self.diags.push(d);
+        }
+    }
+}
+
+/// Where the strings of a raw JSON condition are written: a diagnostic on a path,
+/// operator or intent name inside the JSON points at its text. The JSON value has no
+/// positions, so the walk takes the literals in source order: each string found is
+/// the first unclaimed literal with its value. A string written with escapes is not
+/// found, and the diagnostic is on the whole `json { ... }`.
+struct Locator<'a> {
+    /// The whole `json { ... }`.
+    whole: Span,
+    strings: &'a [(String, Span)],
+    claimed: Vec<bool>,
+}
+
+impl<'a> Locator<'a> {
+    fn new(whole: Span, strings: &'a [(String, Span)]) -> Self {
+        Locator {
+            whole,
+            strings,
+            claimed: vec![false; strings.len()],
+        }
+    }
+
+    /// The span of the next unclaimed literal `value`, or the whole JSON.
+    fn string(&mut self, value: &str) -> Span {
+        let found = self
+            .strings
+            .iter()
+            .zip(self.claimed.iter_mut())
+            .find(|((s, _), claimed)| !**claimed && s == value);
+        match found {
+            Some(((_, span), claimed)) => {
+                *claimed = true;
+                *span
+            }
+            None => self.whole,
         }
     }
 }
@@ -726,8 +768,8 @@ fn collect_guards(e: &Expr, out: &mut Vec<String>) {
 fn is_constant(e: &Expr) -> bool {
     match &e.kind {
         ExprKind::Path(_) | ExprKind::Exists(..) => false,
-        ExprKind::Json(Some(v)) => !mentions_var(v),
-        ExprKind::Json(None) | ExprKind::Invalid => false,
+        ExprKind::Json(Some(v), _) => !mentions_var(v),
+        ExprKind::Json(None, _) | ExprKind::Invalid => false,
         ExprKind::Str(_)
         | ExprKind::Int(_)
         | ExprKind::Float(_)

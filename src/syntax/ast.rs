@@ -336,7 +336,9 @@ pub enum ExprKind {
     /// `exists(path)`; the span is the path's.
     Exists(String, Span),
     /// `json { ... }`; `None` when the text is not valid JSON (reported by the parser).
-    Json(Option<Value>),
+    /// With the string literals written without escapes and the spans of their text,
+    /// in source order, so that a diagnostic on a path or name inside points at it.
+    Json(Option<Value>, Vec<(String, Span)>),
     /// `( expr )`, kept so that spans and formatting stay faithful.
     Paren(Box<Expr>),
     /// A number literal out of range, reported by the parser (E0001); it types as an

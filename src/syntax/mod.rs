@@ -3,6 +3,7 @@
 //! pest stays inside this module: no `Pair` escapes it.
 
 pub mod ast;
+pub(crate) mod jsonlex;
 mod parser;
 mod shift;
 pub mod strings;

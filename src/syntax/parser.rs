@@ -1600,19 +1600,19 @@ impl<'s> Driver<'s> {
                 None => ExprKind::Null,
             },
             Rule::json_expr => {
-                let text = inner
+                let (text, at) = inner
                     .pop()
-                    .map(|p| p.as_str().to_owned())
+                    .map(|p| (p.as_str().to_owned(), self.abs(base, &p).start))
                     .unwrap_or_default();
                 match serde_json::from_str::<serde_json::Value>(&text) {
-                    Ok(v) => ExprKind::Json(Some(v)),
+                    Ok(v) => ExprKind::Json(Some(v), super::jsonlex::strings(&text, at)),
                     Err(e) => {
                         self.diags.push(
                             Diagnostic::new("E0205", span, format!("{MALFORMED_JSON}: {e}"))
                                 .with_label("not valid JSON")
                                 .with_help("write a JSON object, e.g. `json { \"==\": [{ \"var\": \"ctx.a\" }, 1] }`"),
                         );
-                        ExprKind::Json(None)
+                        ExprKind::Json(None, Vec::new())
                     }
                 }
             }

@@ -202,13 +202,17 @@ impl Shift for Expr {
             }
             ExprKind::Str(s) => s.shift(delta),
             ExprKind::Exists(_, span) => span.shift(delta),
+            ExprKind::Json(_, strings) => {
+                for (_, span) in strings {
+                    span.shift(delta);
+                }
+            }
             ExprKind::Int(_)
             | ExprKind::Float(_)
             | ExprKind::Bool(_)
             | ExprKind::Null
             | ExprKind::Invalid
-            | ExprKind::Path(_)
-            | ExprKind::Json(_) => {}
+            | ExprKind::Path(_) => {}
         }
     }
 }
