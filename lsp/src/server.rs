@@ -354,25 +354,25 @@ impl Inner {
         let found = match found {
             Ok(found) => found,
             Err(problems) => {
+                // On the whole line the problem is on (clamped to the document).
                 return problems
                     .into_iter()
                     .map(|p| {
-                        let line = u32::try_from(p.line.saturating_sub(1)).unwrap_or(0);
+                        let line = p.line.saturating_sub(1).min(lines.line_count() - 1);
+                        let span = ctxpack::span::Span::new(
+                            lines.line_start(line),
+                            lines.line_end(text, line),
+                        );
                         lsp::Diagnostic {
-                            range: lsp::Range {
-                                start: Position { line, character: 0 },
-                                end: Position {
-                                    line: line + 1,
-                                    character: 0,
-                                },
-                            },
+                            range: t.range(span),
                             severity: Some(DiagnosticSeverity::ERROR),
+                            code: Some(NumberOrString::String(p.code.to_owned())),
                             source: Some("ctxpack test".to_owned()),
                             message: p.message,
                             ..lsp::Diagnostic::default()
                         }
                     })
-                    .collect()
+                    .collect();
             }
         };
         found

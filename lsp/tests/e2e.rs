@@ -1901,3 +1901,45 @@ fn past_the_end_of_a_crlf_line_is_before_its_carriage_return() {
     assert!(c.diagnostics(3).is_empty());
     c.shutdown();
 }
+
+/// A test file whose pack cannot be read still gets the runner's problems, each with
+/// its code and a range inside the document (an empty file, a list, broken YAML).
+#[test]
+fn test_files_without_a_pack_get_coded_diagnostics_in_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Client::start(&[]);
+    c.initialize(None);
+    for (i, (text, code)) in [
+        ("", "invalid_test_file"),
+        ("# only a comment\n", "invalid_test_file"),
+        ("- 1\n- 2\n", "invalid_test_file"),
+        ("pack: nowhere.ctxpack\ncases: [\n", "yaml_syntax"),
+        (
+            "pack: nowhere.ctxpack\ncases:\n  - name: a\n    expect: { tols: [] }\n",
+            "invalid_case",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let uri = file_uri(&dir.path().join(format!("t{i}.tests.yaml")));
+        c.notify(
+            "textDocument/didOpen",
+            json!({ "textDocument": { "uri": uri, "languageId": "yaml", "version": 1, "text": text } }),
+        );
+        let d = c.diagnostics_of(&uri);
+        let all = d["diagnostics"].as_array().cloned().unwrap_or_default();
+        assert!(!all.is_empty(), "{text:?}");
+        let lines: Vec<&str> = text.split('\n').collect();
+        for x in &all {
+            assert_eq!(x["code"], code, "{text:?}: {x:#}");
+            for end in ["start", "end"] {
+                let line = x["range"][end]["line"].as_u64().unwrap_or(u64::MAX) as usize;
+                let character = x["range"][end]["character"].as_u64().unwrap_or(0) as usize;
+                assert!(line < lines.len(), "{text:?}: {x:#}");
+                assert!(character <= lines[line].len(), "{text:?}: {x:#}");
+            }
+        }
+    }
+    c.shutdown();
+}

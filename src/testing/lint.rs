@@ -13,19 +13,28 @@ use crate::ir::{Pack, Ty};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     pub line: usize,
+    /// What kind of problem, as the editor's diagnostics name it: `yaml_syntax`,
+    /// `invalid_test_file`, `invalid_case`, `unknown_intent`, `unknown_tool`,
+    /// `unknown_context_field` or `wrong_type`.
+    pub code: &'static str,
     pub message: String,
 }
 
 /// `line N: message` as the runner words it, split back into its parts.
-fn from_runner(text: &str) -> Problem {
+fn from_runner(code: &'static str, text: &str) -> Problem {
     let parsed = text.strip_prefix("line ").and_then(|rest| {
         let (n, message) = rest.split_once(": ")?;
         Some((n.parse().ok()?, message.to_owned()))
     });
     match parsed {
-        Some((line, message)) => Problem { line, message },
+        Some((line, message)) => Problem {
+            line,
+            code,
+            message,
+        },
         None => Problem {
             line: 1,
+            code,
             message: text.to_owned(),
         },
     }
@@ -40,6 +49,7 @@ pub fn lint(text: &str, pack: Option<&Pack>) -> Vec<Problem> {
             let line = e.location().map_or(1, |l| l.line());
             return vec![Problem {
                 line,
+                code: "yaml_syntax",
                 message: format!("not valid YAML: {e}"),
             }];
         }
@@ -47,11 +57,11 @@ pub fn lint(text: &str, pack: Option<&Pack>) -> Vec<Problem> {
     let lines = Lines::of(text);
     let file = match spec::parse(&doc, &lines) {
         Ok(f) => f,
-        Err(e) => return vec![from_runner(&e.message)],
+        Err(e) => return vec![from_runner("invalid_test_file", &e.message)],
     };
     let mut out: Vec<Problem> = Vec::new();
     for (i, case) in file.cases.iter().enumerate() {
-        out.extend(case.problems.iter().map(|p| from_runner(p)));
+        out.extend(case.problems.iter().map(|p| from_runner("invalid_case", p)));
         if let Some(pack) = pack {
             against_pack(i, case, &doc, &lines, pack, &mut out);
         }
@@ -79,6 +89,7 @@ fn against_pack(
         if !pack.intents.iter().any(|x| x.name == intent) {
             out.push(Problem {
                 line: line("request/intent"),
+                code: "unknown_intent",
                 message: format!("the pack declares no intent `{intent}`"),
             });
         }
@@ -91,6 +102,7 @@ fn against_pack(
             if pack.tool(name).is_none() {
                 out.push(Problem {
                     line: line(&format!("expect/{key}")),
+                    code: "unknown_tool",
                     message: format!("the pack declares no tool `{name}`"),
                 });
             }
@@ -144,6 +156,7 @@ fn context(
                 if !absent && !fits(&f.ty, v) {
                     out.push(Problem {
                         line,
+                        code: "wrong_type",
                         message: format!(
                             "`ctx.{field}` is `{}`{}, not {v}",
                             f.ty.describe(),
@@ -163,6 +176,7 @@ fn context(
             None if pack.unresolved_imports || pack.may_declare(&field) => {}
             None => out.push(Problem {
                 line,
+                code: "unknown_context_field",
                 message: format!("the pack declares no context field `ctx.{field}`"),
             }),
         }
