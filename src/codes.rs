@@ -268,8 +268,9 @@ budget {
         severity: Severity::Error,
         title: "malformed pack name or version",
         what: r#"A pack name in the header or in an import is not `scope/name` with each
-part matching `[a-z0-9][a-z0-9-]*`, or a version is not a semantic version
-such as `1.4.0` or `2.0.0-rc.1`."#,
+part matching `[a-z0-9][a-z0-9-]*` (at most 64 characters), or a version is
+not a semantic version such as `1.4.0` or `2.0.0-rc.1` (at most 64
+characters)."#,
         why: r#"Names and versions are the keys of the registry and the lockfile, and
 exact versions are what make a build reproducible: `1.4` does not say
 which release was meant."#,

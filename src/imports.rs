@@ -192,7 +192,9 @@ pub fn resolve(
             out.unresolved = true;
             continue;
         };
-        if semver::Version::parse(version).is_err() || !crate::ir::valid_pack_name(&decl.name) {
+        if crate::artifact::parse_version(version).is_err()
+            || !crate::ir::valid_pack_name(&decl.name)
+        {
             out.unresolved = true;
             continue;
         }

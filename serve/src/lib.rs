@@ -18,6 +18,7 @@
 //! fixed sets (outcomes, routes), never from request text, so clients cannot grow the
 //! label set.
 
+pub mod conn;
 pub mod metrics;
 
 use std::num::NonZeroUsize;
@@ -55,6 +56,10 @@ pub struct Config {
     pub body_limit: usize,
     /// Prepared packs kept in memory.
     pub cache_size: usize,
+    /// How long a client may take to send a request's head, and then its body: a
+    /// connection that trickles (or stops) is answered 408 or closed, and holds
+    /// nothing after that.
+    pub read_timeout: Duration,
 }
 
 /// A prepared pack and its identity, for metric labels.
@@ -200,6 +205,7 @@ pub fn status_of(error: &CliError) -> StatusCode {
         "unparseable_input" => StatusCode::BAD_REQUEST,
         "not_found" => StatusCode::NOT_FOUND,
         "payload_too_large" => StatusCode::PAYLOAD_TOO_LARGE,
+        "request_timeout" => StatusCode::REQUEST_TIMEOUT,
         "overloaded" | "timeout" => StatusCode::SERVICE_UNAVAILABLE,
         "internal_error" => StatusCode::INTERNAL_SERVER_ERROR,
         _ => StatusCode::UNPROCESSABLE_ENTITY,
@@ -233,15 +239,51 @@ fn error_response(error: &CliError, outcome: Outcome) -> Response {
     response
 }
 
-async fn compile(State(service): State<Arc<Service>>, body: Body) -> Response {
+async fn compile(
+    State(service): State<Arc<Service>>,
+    headers: axum::http::HeaderMap,
+    body: Body,
+) -> Response {
     let limit = service.config.body_limit;
-    let bytes = match axum::body::to_bytes(body, limit).await {
-        Ok(bytes) => bytes,
+    let too_large = || {
+        let error = CliError::new(
+            "payload_too_large",
+            3,
+            format!("the request body is over the limit of {limit} bytes"),
+        );
+        error_response(&error, outcome_of(&error, None))
+    };
+    // A declared length over the limit is refused before a byte of the body is read.
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return too_large();
+    }
+    let read = tokio::time::timeout(
+        service.config.read_timeout,
+        axum::body::to_bytes(body, limit),
+    );
+    let bytes = match read.await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) if over_limit(&e) => return too_large(),
+        Ok(Err(e)) => {
+            let error = CliError::new(
+                "unparseable_input",
+                3,
+                format!("cannot read the request body: {e}"),
+            );
+            return error_response(&error, outcome_of(&error, None));
+        }
         Err(_) => {
             let error = CliError::new(
-                "payload_too_large",
+                "request_timeout",
                 3,
-                format!("the request body is over the limit of {limit} bytes"),
+                format!(
+                    "the request body did not arrive within {} ms",
+                    service.config.read_timeout.as_millis()
+                ),
             );
             return error_response(&error, outcome_of(&error, None));
         }
@@ -253,12 +295,12 @@ async fn compile(State(service): State<Arc<Service>>, body: Body) -> Response {
     let deadline = service.config.timeout;
     let started = Instant::now();
     // The timer fires on its next tick, not at the deadline: an answer that came in
-    // between is late all the same, and answered as one.
-    match tokio::time::timeout(deadline, answer(&service, bytes)).await {
-        Ok(response) if started.elapsed() <= deadline => {
-            drop(permit);
-            response
-        }
+    // between is late all the same, and answered as one. The decoding and compiling
+    // run off the async threads (so the timer fires while they run) and hold the
+    // compile slot until they finish, even when the answer has gone out as late: work
+    // a timeout abandons still counts against `--max-concurrency`.
+    match tokio::time::timeout(deadline, answer(&service, bytes, permit)).await {
+        Ok(response) if started.elapsed() <= deadline => response,
         _ => {
             let error = CliError::new(
                 "timeout",
@@ -268,6 +310,19 @@ async fn compile(State(service): State<Arc<Service>>, body: Body) -> Response {
             error_response(&error, outcome_of(&error, None))
         }
     }
+}
+
+/// Whether a body could not be read because it is over the limit (rather than
+/// malformed, such as a broken chunked encoding).
+fn over_limit(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if err.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = err.source();
+    }
+    false
 }
 
 fn outcome_of(error: &CliError, pack: Option<&Prepared>) -> Outcome {
@@ -430,10 +485,19 @@ fn invalid(member: &str, message: &str) -> CliError {
     CliError::new("invalid_input", 4, format!("{member}: {message}"))
 }
 
-async fn answer(service: &Arc<Service>, bytes: Bytes) -> Response {
-    let request = match parse_request(&bytes) {
-        Ok(r) => r,
-        Err(e) => return error_response(&e, outcome_of(&e, None)),
+async fn answer(
+    service: &Arc<Service>,
+    bytes: Bytes,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) -> Response {
+    let parsed = tokio::task::spawn_blocking(move || (parse_request(&bytes), permit)).await;
+    let (request, permit) = match parsed {
+        Ok((Ok(r), permit)) => (r, permit),
+        Ok((Err(e), _)) => return error_response(&e, outcome_of(&e, None)),
+        Err(e) => {
+            let e = internal(format!("reading the request failed: {e}"));
+            return error_response(&e, outcome_of(&e, None));
+        }
     };
     let prepared = match parse_ref(&request.pack) {
         Ok(reference) => service.prepared(&reference).await,
@@ -446,7 +510,11 @@ async fn answer(service: &Arc<Service>, bytes: Bytes) -> Response {
     let started = Instant::now();
     let work = {
         let prepared = Arc::clone(&prepared);
-        tokio::task::spawn_blocking(move || run_compile(&prepared, request))
+        tokio::task::spawn_blocking(move || {
+            let result = run_compile(&prepared, request);
+            drop(permit);
+            result
+        })
     };
     let result = work.await.unwrap_or_else(|e| {
         Err(Box::new((

@@ -40,6 +40,10 @@ struct Args {
     /// Milliseconds in-flight requests get to finish after SIGTERM or SIGINT.
     #[arg(long, default_value_t = 10_000)]
     shutdown_deadline_ms: u64,
+    /// Milliseconds a client may take to send a request's head, and then its body; a
+    /// slower body is answered 408, a slower head closes the connection.
+    #[arg(long, default_value_t = 30_000)]
+    read_timeout_ms: u64,
 }
 
 #[tokio::main]
@@ -53,6 +57,7 @@ async fn main() {
         timeout: Duration::from_millis(args.timeout_ms),
         body_limit: args.body_limit,
         cache_size: args.cache_size,
+        read_timeout: Duration::from_millis(args.read_timeout_ms.max(1)),
     });
     let listener = match tokio::net::TcpListener::bind(args.listen).await {
         Ok(l) => l,
@@ -71,7 +76,8 @@ async fn main() {
     });
     let deadline = Duration::from_millis(args.shutdown_deadline_ms);
     let app = service.router();
-    let served = axum::serve(listener, app).with_graceful_shutdown(async move {
+    let read_timeout = Duration::from_millis(args.read_timeout_ms.max(1));
+    ctxpack_serve::conn::serve(listener, app, read_timeout, async move {
         shutdown_signal().await;
         eprintln!("{}", serde_json::json!({"shutdown": "draining"}));
         // In-flight requests get `deadline` to finish; then the process exits anyway.
@@ -80,11 +86,8 @@ async fn main() {
             eprintln!("{}", serde_json::json!({"shutdown": "deadline reached"}));
             std::process::exit(1);
         });
-    });
-    if let Err(e) = served.await {
-        eprintln!("error: {e}");
-        std::process::exit(1);
-    }
+    })
+    .await;
     eprintln!("{}", serde_json::json!({"shutdown": "done"}));
 }
 

@@ -344,6 +344,14 @@ fn every_error_status() {
     body["pack"] = json!("conformance/shop");
     let r = server.compile(&body);
     assert_eq!((r.status, kind(&r).as_str()), (422, "unpinned_pack"));
+    // A name part too long to be a directory name is no reference (and no file error).
+    let mut body = basic_body();
+    body["pack"] = json!(format!("{}/shop@1.0.0", "x".repeat(300)));
+    let r = server.compile(&body);
+    assert_eq!(
+        (r.status, kind(&r).as_str()),
+        (422, "invalid_pack_reference")
+    );
     let mut body = basic_body();
     body["request"]["channel"] = json!("voice");
     body["request"]["context"]["user"]["age"] = json!(15);
@@ -641,4 +649,66 @@ fn sigterm_finishes_in_flight_requests() {
     assert_eq!(exit.code(), Some(0));
     // The server is gone: new connections are refused.
     assert!(TcpStream::connect(&server.address).is_err());
+}
+
+/// A connection is held to the read timeout and to HTTP's framing: a request sent
+/// whole and then half-closed is answered; a declared length over the limit is 413
+/// before any body is sent; a body that stops arriving is 408; a head that never ends
+/// is disconnected; a broken chunked encoding is 400, not 413.
+#[test]
+fn connections_are_answered_or_closed_in_bounded_time() {
+    let packs = Packs::new();
+    let server = Server::start(
+        &packs,
+        &["--body-limit", "100000", "--read-timeout-ms", "300"],
+    );
+    let connect = || {
+        let s = TcpStream::connect(&server.address).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    };
+    let kind = |r: &Response| r.json()["error"]["kind"].as_str().unwrap_or("").to_owned();
+    // Sent whole, then the write side closed: still answered.
+    let body = basic_body().to_string();
+    let mut s = connect();
+    let head = format!(
+        "POST /v1/compile HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body.as_bytes()).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    assert_eq!(read_response(s).status, 200);
+    // Over the limit by its declared length: refused without waiting for the body.
+    let mut s = connect();
+    s.write_all(b"POST /v1/compile HTTP/1.1\r\nhost: x\r\ncontent-length: 100001\r\n\r\n")
+        .unwrap();
+    let r = read_response(s);
+    assert_eq!((r.status, kind(&r).as_str()), (413, "payload_too_large"));
+    // A body that stops arriving.
+    let started = std::time::Instant::now();
+    let mut s = connect();
+    s.write_all(b"POST /v1/compile HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{\"pack\"")
+        .unwrap();
+    let r = read_response(s);
+    assert_eq!((r.status, kind(&r).as_str()), (408, "request_timeout"));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // A head that never ends: the connection is closed without an answer.
+    let started = std::time::Instant::now();
+    let mut s = connect();
+    s.write_all(b"POST /v1/compile HTTP/1.1\r\nhost: x\r\n")
+        .unwrap();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // A chunk size that is not hexadecimal.
+    let mut s = connect();
+    s.write_all(
+        b"POST /v1/compile HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+    )
+    .unwrap();
+    let r = read_response(s);
+    assert_eq!((r.status, kind(&r).as_str()), (400, "unparseable_input"));
+    // And the service goes on.
+    assert_eq!(server.compile(&basic_body()).status, 200);
 }

@@ -80,6 +80,15 @@ pub fn import_decls(file: &ast::File) -> Vec<ImportDecl> {
         .collect()
 }
 
+/// The label of an E0104 on `version`.
+fn version_label(version: &str) -> &'static str {
+    if version.len() > crate::artifact::MAX_VERSION_LEN {
+        "longer than 64 characters"
+    } else {
+        "not a semantic version"
+    }
+}
+
 struct Builder<'a> {
     pack: Pack,
     diags: Vec<Diagnostic>,
@@ -152,17 +161,17 @@ impl<'a> Builder<'a> {
             self.diags.push(
                 Diagnostic::new("E0104", h.name.span, format!("malformed pack name `{}`", h.name.value))
                     .with_label("expected `scope/name`")
-                    .with_help("pack names are `scope/name`, each part `[a-z0-9][a-z0-9-]*`, e.g. `acme/support-agent`"),
+                    .with_help("pack names are `scope/name`, each part `[a-z0-9][a-z0-9-]*` of at most 64 characters, e.g. `acme/support-agent`"),
             );
         }
-        if semver::Version::parse(&h.version.value).is_err() {
+        if crate::artifact::parse_version(&h.version.value).is_err() {
             self.diags.push(
                 Diagnostic::new(
                     "E0104",
                     h.version.span,
                     format!("malformed version `{}`", h.version.value),
                 )
-                .with_label("not a semantic version")
+                .with_label(version_label(&h.version.value))
                 .with_help("write a semantic version such as `1.4.0` or `2.0.0-rc.1`"),
             );
         }
@@ -678,10 +687,10 @@ impl<'a> Builder<'a> {
             );
         }
         if let Some(v) = &i.version {
-            if semver::Version::parse(&v.value).is_err() {
+            if crate::artifact::parse_version(&v.value).is_err() {
                 out.diags.push(
                     Diagnostic::new("E0104", v.span, format!("malformed version `{}`", v.value))
-                        .with_label("not a semantic version")
+                        .with_label(version_label(&v.value))
                         .with_help("write an exact semantic version such as `2.1.0`"),
                 );
             }

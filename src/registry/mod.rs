@@ -645,7 +645,7 @@ fn pack_ref_of(artifact: &Artifact) -> Result<PackRef, RegistryError> {
     let name = PackName::parse(&artifact.name).map_err(|_| {
         RegistryError::Unpublishable(format!("malformed pack name `{}`", artifact.name))
     })?;
-    let version = Version::parse(&artifact.version).map_err(|e| {
+    let version = crate::artifact::parse_version(&artifact.version).map_err(|e| {
         RegistryError::Unpublishable(format!("malformed version `{}`: {e}", artifact.version))
     })?;
     // The file name is the version's canonical spelling; an artifact spelling it

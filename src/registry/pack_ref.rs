@@ -86,7 +86,7 @@ impl PackRef {
         if version.is_empty() {
             return Err(malformed(input, "missing version after `@`"));
         }
-        let version = Version::parse(version).map_err(|e| {
+        let version = crate::artifact::parse_version(version).map_err(|e| {
             let reason = if semver::VersionReq::parse(version).is_ok() {
                 format!("`{version}` is a version range; name an exact version such as `1.2.3`")
             } else {

@@ -496,7 +496,7 @@ fn check_names(artifact: &Artifact) -> Result<(), CompileError> {
             artifact.name
         )));
     }
-    if semver::Version::parse(&artifact.version).is_err() {
+    if crate::artifact::parse_version(&artifact.version).is_err() {
         return Err(CompileError::artifact(format!(
             "`{}` is not a semantic version",
             artifact.version
