@@ -23,16 +23,38 @@ pub fn is_stdin(path: &Path) -> bool {
     path == Path::new("-")
 }
 
-/// The bytes of `path`, or of standard input for `-`; the error says which and why.
+/// The largest file (or standard input) a command reads: far above any pack or
+/// request, and a bound on what a never-ending input (`/dev/zero`, a pipe that does
+/// not close) costs before it is refused.
+pub const MAX_INPUT_BYTES: u64 = 256 << 20;
+
+/// The bytes of `path`, or of standard input for `-`; the error says which and why
+/// (an input over [`MAX_INPUT_BYTES`] included).
 pub fn read_bytes(path: &Path) -> Result<Vec<u8>, String> {
-    if is_stdin(path) {
+    let (name, read) = if is_stdin(path) {
         let mut bytes = Vec::new();
-        std::io::stdin()
+        let read = std::io::stdin()
+            .take(MAX_INPUT_BYTES + 1)
             .read_to_end(&mut bytes)
-            .map_err(|e| format!("cannot read standard input: {e}"))?;
-        return Ok(bytes);
+            .map(|_| bytes);
+        ("standard input".to_owned(), read)
+    } else {
+        let read = std::fs::File::open(path).and_then(|f| {
+            let mut bytes = Vec::new();
+            f.take(MAX_INPUT_BYTES + 1)
+                .read_to_end(&mut bytes)
+                .map(|_| bytes)
+        });
+        (format!("`{}`", path.display()), read)
+    };
+    let bytes = read.map_err(|e| format!("cannot read {name}: {e}"))?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Err(format!(
+            "cannot read {name}: it is larger than {} MiB",
+            MAX_INPUT_BYTES >> 20
+        ));
     }
-    std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))
+    Ok(bytes)
 }
 
 /// Reads `path` (or standard input for `-`) as UTF-8, byte-order mark included; the
@@ -54,6 +76,14 @@ pub fn read(path: &Path) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A never-ending input is refused once it passes the limit.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_endless_input_is_refused_at_the_limit() {
+        let e = read_bytes(Path::new("/dev/zero")).unwrap_err();
+        assert_eq!(e, "cannot read `/dev/zero`: it is larger than 256 MiB");
+    }
 
     #[test]
     fn strips_one_leading_mark_only() {
