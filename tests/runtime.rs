@@ -584,6 +584,35 @@ fn an_artifact_with_inconsistent_names_is_refused() {
             "does not declare",
             Box::new(|a| a.intents[0].tools.push("no_such_tool".into())),
         ),
+        (
+            "names redactor `nope`, which the pack does not declare",
+            Box::new(|a| {
+                a.policies[0]
+                    .effects
+                    .push(ctxpack::artifact::Effect::Redact(vec!["nope".into()]))
+            }),
+        ),
+        (
+            "names tool `nope`, which the pack does not declare",
+            Box::new(|a| {
+                a.policies[0]
+                    .effects
+                    .push(ctxpack::artifact::Effect::Deny(vec!["nope".into()]))
+            }),
+        ),
+        (
+            "which the budget does not declare",
+            Box::new(|a| {
+                let mut b = a
+                    .blocks
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| panic!("the base pack has a block"));
+                b.name = "zz_lost".into();
+                b.bucket = "nope".into();
+                a.blocks.push(b);
+            }),
+        ),
     ];
     for (wanted, edit) in cases {
         let mut a = pack();

@@ -486,9 +486,10 @@ pub(crate) fn render_static(t: &crate::artifact::Template) -> String {
 
 /// What `build` guarantees of names, held of an artifact made or edited by other
 /// means: a valid `scope/name` and semantic version, no two tools, intents, policies,
-/// redactors, blocks or buckets of one name, at most one fallback intent, and intents
-/// that permit only declared tools. Otherwise the manifests and provider bodies
-/// would list a name twice, or a tool the pack does not describe.
+/// redactors, blocks or buckets of one name, at most one fallback intent, intents
+/// that permit only declared tools, and effects and blocks that name declared tools,
+/// redactors and buckets. Otherwise the manifests and provider bodies would list a
+/// name twice, or a tool the pack does not describe.
 fn check_names(artifact: &Artifact) -> Result<(), CompileError> {
     if !crate::artifact::valid_pack_name(&artifact.name) {
         return Err(CompileError::artifact(format!(
@@ -540,6 +541,47 @@ fn check_names(artifact: &Artifact) -> Result<(), CompileError> {
                 return Err(CompileError::artifact(format!(
                     "intent `{}` permits `{tool}`, which the pack does not declare",
                     intent.name
+                )));
+            }
+        }
+    }
+    check_references(artifact)
+}
+
+/// Policy effects name declared tools and redactors, and blocks declared buckets
+/// (when the pack has a budget): an effect on a name the pack does not declare would
+/// do nothing without a word (a redaction that redacts nothing), and a block in an
+/// unknown bucket could never be placed.
+fn check_references(artifact: &Artifact) -> Result<(), CompileError> {
+    for policy in &artifact.policies {
+        for effect in &policy.effects {
+            let (names, what, declared): (&[String], &str, Vec<&str>) = match effect {
+                Effect::RequireApproval(tools) | Effect::Deny(tools) => (
+                    tools,
+                    "tool",
+                    artifact.tools.iter().map(|t| t.name.as_str()).collect(),
+                ),
+                Effect::Redact(redactors) => (
+                    redactors,
+                    "redactor",
+                    artifact.redactors.iter().map(|r| r.name.as_str()).collect(),
+                ),
+                Effect::Refuse(_) | Effect::Escalate(_) | Effect::Instruct(_) => continue,
+            };
+            if let Some(name) = names.iter().find(|n| !declared.contains(&n.as_str())) {
+                return Err(CompileError::artifact(format!(
+                    "policy `{}` names {what} `{name}`, which the pack does not declare",
+                    policy.name
+                )));
+            }
+        }
+    }
+    if let Some(budget) = &artifact.budget {
+        for block in &artifact.blocks {
+            if !budget.buckets.iter().any(|b| b.name == block.bucket) {
+                return Err(CompileError::artifact(format!(
+                    "block `{}` is in bucket `{}`, which the budget does not declare",
+                    block.name, block.bucket
                 )));
             }
         }
