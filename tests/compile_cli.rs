@@ -426,6 +426,25 @@ fn compile_exit_4_on_yaml_nan_or_infinity() {
         f.compile(&["--evidence", "evidence.yaml"]).status.code(),
         Some(0)
     );
+    // An integer beyond 64 bits means what it means in JSON (a float), in either
+    // format: a score takes it, a count does not (exit 4 both ways, never 3).
+    for (field, code) in [("score", 0), ("hops", 4)] {
+        let big = "123456789012345678901234567890";
+        write(
+            f.dir.path(),
+            "evidence.json",
+            &format!("[{{\"id\": \"kb-1\", \"source\": \"kb://x\", \"content\": \"Text.\", \"{field}\": {big}}}]"),
+        );
+        write(
+            f.dir.path(),
+            "evidence.yaml",
+            &format!("- id: kb-1\n  source: kb://x\n  content: Text.\n  {field}: {big}\n"),
+        );
+        for file in ["evidence.json", "evidence.yaml"] {
+            let o = f.compile(&["--evidence", file]);
+            assert_eq!(o.status.code(), Some(code), "{field} in {file}");
+        }
+    }
 }
 
 /// A failed write of the result (a full disk) is exit 3 with a message, never a panic.

@@ -272,7 +272,11 @@ pub fn parse_yaml_text(text: &str) -> Option<Value> {
 pub(crate) fn parse_document(path: &Path, bytes: &[u8]) -> Result<Value, CliError> {
     // A byte-order mark is not part of a document.
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let yaml = || serde_norway::from_slice::<Value>(bytes).map_err(|e| e.to_string());
+    let yaml = || {
+        serde_norway::from_slice::<super::yaml::YamlValue>(bytes)
+            .map(|v| v.0)
+            .map_err(|e| e.to_string())
+    };
     let (parsed, from_yaml) = match path.extension().and_then(|e| e.to_str()) {
         Some("yaml" | "yml") => (yaml(), true),
         _ => match serde_json::from_slice::<Value>(bytes) {
