@@ -600,19 +600,6 @@ fn an_artifact_with_inconsistent_names_is_refused() {
                     .push(ctxpack::artifact::Effect::Deny(vec!["nope".into()]))
             }),
         ),
-        (
-            "which the budget does not declare",
-            Box::new(|a| {
-                let mut b = a
-                    .blocks
-                    .first()
-                    .cloned()
-                    .unwrap_or_else(|| panic!("the base pack has a block"));
-                b.name = "zz_lost".into();
-                b.bucket = "nope".into();
-                a.blocks.push(b);
-            }),
-        ),
     ];
     for (wanted, edit) in cases {
         let mut a = pack();

@@ -487,8 +487,8 @@ pub(crate) fn render_static(t: &crate::artifact::Template) -> String {
 /// What `build` guarantees of names, held of an artifact made or edited by other
 /// means: a valid `scope/name` and semantic version, no two tools, intents, policies,
 /// redactors, blocks or buckets of one name, at most one fallback intent, intents
-/// that permit only declared tools, and effects and blocks that name declared tools,
-/// redactors and buckets. Otherwise the manifests and provider bodies would list a
+/// that permit only declared tools, and effects that name declared tools and
+/// redactors. Otherwise the manifests and provider bodies would list a
 /// name twice, or a tool the pack does not describe.
 fn check_names(artifact: &Artifact) -> Result<(), CompileError> {
     if !crate::artifact::valid_pack_name(&artifact.name) {
@@ -548,10 +548,10 @@ fn check_names(artifact: &Artifact) -> Result<(), CompileError> {
     check_references(artifact)
 }
 
-/// Policy effects name declared tools and redactors, and blocks declared buckets
-/// (when the pack has a budget): an effect on a name the pack does not declare would
-/// do nothing without a word (a redaction that redacts nothing), and a block in an
-/// unknown bucket could never be placed.
+/// Policy effects name declared tools and redactors: an effect on a name the pack
+/// does not declare would do nothing without a word (a redaction that redacts
+/// nothing). (A block in a bucket the budget lacks is valid: it is dropped, and the
+/// budget report lists it.)
 fn check_references(artifact: &Artifact) -> Result<(), CompileError> {
     for policy in &artifact.policies {
         for effect in &policy.effects {
@@ -572,16 +572,6 @@ fn check_references(artifact: &Artifact) -> Result<(), CompileError> {
                 return Err(CompileError::artifact(format!(
                     "policy `{}` names {what} `{name}`, which the pack does not declare",
                     policy.name
-                )));
-            }
-        }
-    }
-    if let Some(budget) = &artifact.budget {
-        for block in &artifact.blocks {
-            if !budget.buckets.iter().any(|b| b.name == block.bucket) {
-                return Err(CompileError::artifact(format!(
-                    "block `{}` is in bucket `{}`, which the budget does not declare",
-                    block.name, block.bucket
                 )));
             }
         }
