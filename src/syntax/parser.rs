@@ -1792,8 +1792,9 @@ pub fn doc_above(source: &str, offset: usize) -> Option<String> {
 
 /// The first place in the item that starts at `from` where brackets or `not`s nest
 /// deeper than [`MAX_NESTING`]. The scan ends where the item's first brackets close
-/// again (or at the end of the text), so that a reparse that parses one item scans
-/// that item, not the rest of the file.
+/// again, or where a word in the first column starts the next item outside brackets
+/// (or at the end of the text), so that a reparse that parses one item scans that
+/// item, not the rest of the file, and a file of many items is scanned once.
 fn too_deep_in_item(source: &str, from: usize) -> Option<usize> {
     let src = source.as_bytes();
     let mut depth = 0usize;
@@ -1824,6 +1825,12 @@ fn too_deep_in_item(source: &str, from: usize) -> Option<usize> {
                 if depth == 0 {
                     return None;
                 }
+            }
+            // Outside brackets, a word in the first column starts the next item: an
+            // item without brackets (`block`, `redactor`, `prohibit`) ends the scan
+            // there, not at the end of the file.
+            b'\n' if depth == 0 && src.get(i + 1).is_some_and(u8::is_ascii_lowercase) => {
+                return None;
             }
             b if b.is_ascii_lowercase() || b == b'_' => {
                 let start = i;
@@ -2185,5 +2192,25 @@ pub const MALFORMED_JSON: &str = "malformed JSON in `json { ... }`";
 fn keep_first<T>(slot: &mut Option<T>, value: Option<T>) {
     if slot.is_none() {
         *slot = value;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{too_deep_in_item, MAX_NESTING};
+
+    /// The nesting scan of an item without brackets ends where the next item starts
+    /// (a word in the first column), so a file of many such items is scanned once, not
+    /// once per item; the next item's own scan still finds what is nested in it.
+    #[test]
+    fn the_nesting_scan_ends_at_the_next_item() {
+        let deep = "(".repeat(MAX_NESTING + 1);
+        let text = format!("block a in x \"t\"\npolicy p {{ when {deep}true }}\n");
+        assert_eq!(too_deep_in_item(&text, 0), None);
+        let next = text.find("policy").unwrap_or(0);
+        assert!(too_deep_in_item(&text, next).is_some());
+        // Indented lines and brackets opened before a new line go on being scanned.
+        let text = format!("policy p\n{{ when\n  {deep}true }}\n");
+        assert!(too_deep_in_item(&text, 0).is_some());
     }
 }
