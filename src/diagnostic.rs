@@ -553,16 +553,23 @@ pub struct Rendered<'a> {
 /// has, so its renderer merges the excerpts of two labels that are far apart into one
 /// long one (every line between a duplicate and its first definition). This source
 /// reports the excerpt's own number of lines: labels far apart get an excerpt each.
+///
+/// An excerpt is read from the line where it starts, found in a line index, rather than
+/// from the start of the text as miette's own sources do: a report of many
+/// diagnostics on a long file costs each one its excerpt, not the whole file.
 pub struct Excerpts {
     name: String,
     text: String,
+    lines: LineIndex,
 }
 
 impl Excerpts {
     pub fn new(name: impl Into<String>, text: impl Into<String>) -> Self {
+        let text = text.into();
         Excerpts {
             name: name.into(),
-            text: text.into(),
+            lines: LineIndex::new(&text),
+            text,
         }
     }
 }
@@ -574,15 +581,23 @@ impl miette::SourceCode for Excerpts {
         context_lines_before: usize,
         context_lines_after: usize,
     ) -> Result<Box<dyn miette::SpanContents<'a> + 'a>, miette::MietteError> {
-        let inner = self
-            .text
-            .read_span(span, context_lines_before, context_lines_after)?;
+        // From a line start before the excerpt's first line: miette reads the text
+        // from where it is given, up to the excerpt.
+        let start = span.offset().min(self.text.len());
+        let first = self
+            .lines
+            .line_of(start)
+            .saturating_sub(context_lines_before + 1);
+        let base = self.lines.line_start(first).min(start);
+        let rest = self.text.get(base..).unwrap_or_default();
+        let local = miette::SourceSpan::new((start - base).into(), span.len());
+        let inner = rest.read_span(&local, context_lines_before, context_lines_after)?;
+        let at = miette::SourceSpan::new((inner.span().offset() + base).into(), inner.span().len());
         // miette counts a span's column in bytes; the header (`file:line:col`) is
         // read with no context lines, and says it in Unicode scalar values, as the
         // machine formats do.
         let column = match context_lines_before {
             0 => {
-                let start = span.offset().min(self.text.len());
                 let line_start = self.text[..start].rfind('\n').map_or(0, |nl| nl + 1);
                 self.text
                     .get(line_start..start)
@@ -592,8 +607,9 @@ impl miette::SourceCode for Excerpts {
         };
         Ok(excerpt(
             self.name.clone(),
-            inner.as_ref(),
-            inner.line(),
+            inner.data(),
+            at,
+            first + inner.line(),
             column,
         ))
     }
@@ -603,16 +619,16 @@ impl miette::SourceCode for Excerpts {
 /// lines (see [`Excerpts`]).
 fn excerpt<'a>(
     name: String,
-    inner: &(dyn miette::SpanContents<'a> + 'a),
+    data: &'a [u8],
+    span: miette::SourceSpan,
     line: usize,
     column: usize,
 ) -> Box<dyn miette::SpanContents<'a> + 'a> {
-    let data = inner.data();
     let lines = data.iter().filter(|&&b| b == b'\n').count() + usize::from(!data.ends_with(b"\n"));
     Box::new(miette::MietteSpanContents::new_named(
         name,
         data,
-        *inner.span(),
+        span,
         line,
         column,
         lines.saturating_sub(1),

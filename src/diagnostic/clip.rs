@@ -246,7 +246,8 @@ impl miette::SourceCode for View<'_> {
         };
         Ok(super::excerpt(
             self.name.to_owned(),
-            inner.as_ref(),
+            inner.data(),
+            *inner.span(),
             line,
             column,
         ))
