@@ -1199,7 +1199,8 @@ tool lookup_order {
         title: "`require_approval` raises a tool above an intent's safety mode",
         what: r#"A policy's `require_approval` raises a tool to at least `confirm`, and an
 intent permits that tool with a safety mode whose ceiling is lower (an
-`autonomous` intent honors only `auto`)."#,
+`autonomous` intent honors only `auto`). Intents in which the policy
+provably cannot fire (`when request.intent == "refund"`) are not named."#,
         why: r#"In runs where the policy fires, the raised tool exceeds what the safety
 mode honors, so it is withheld altogether instead of being gated behind
 a confirmation. That may be what you want, but it is easy to miss."#,

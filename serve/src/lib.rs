@@ -81,7 +81,16 @@ pub struct Service {
     loading: Mutex<std::collections::HashMap<String, Loading>>,
     permits: Arc<Semaphore>,
     pub metrics: Metrics,
-    ready: std::sync::atomic::AtomicBool,
+    ready: Mutex<Readiness>,
+}
+
+/// What `/readyz` answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Readiness {
+    Preloading,
+    Ready,
+    /// One line per `--preload` pack that could not be prepared.
+    Failed(String),
 }
 
 impl Service {
@@ -95,7 +104,11 @@ impl Service {
             loading: Mutex::new(Default::default()),
             permits: Arc::new(Semaphore::new(config.max_concurrency)),
             metrics: Metrics::default(),
-            ready: std::sync::atomic::AtomicBool::new(config.preload.is_empty()),
+            ready: Mutex::new(if config.preload.is_empty() {
+                Readiness::Ready
+            } else {
+                Readiness::Preloading
+            }),
             config,
         })
     }
@@ -111,14 +124,31 @@ impl Service {
             .with_state(Arc::clone(self))
     }
 
-    /// Prepares every `--preload` pack; `/readyz` turns 200 when all succeeded.
-    pub async fn preload(self: &Arc<Service>) -> Result<(), CliError> {
+    /// Prepares every `--preload` pack, each even when an earlier one failed.
+    /// `/readyz` turns 200 when all succeeded; otherwise it stays 503 and names each
+    /// pack that failed and why, and the failures are returned in `--preload` order.
+    pub async fn preload(self: &Arc<Service>) -> Vec<(String, CliError)> {
+        let mut failed = Vec::new();
         for reference in self.config.preload.clone() {
-            let reference = parse_ref(&reference)?;
-            self.prepared(&reference).await?;
+            let outcome = match parse_ref(&reference) {
+                Ok(parsed) => self.prepared(&parsed).await.map(|_| ()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = outcome {
+                failed.push((reference, e));
+            }
         }
-        self.ready.store(true, std::sync::atomic::Ordering::SeqCst);
-        Ok(())
+        *lock(&self.ready) = if failed.is_empty() {
+            Readiness::Ready
+        } else {
+            Readiness::Failed(
+                failed
+                    .iter()
+                    .map(|(r, e)| format!("preload failed: {r}: {}: {}\n", e.kind, e.message))
+                    .collect(),
+            )
+        };
+        failed
     }
 
     /// The prepared pack for `reference`: from the cache, or loaded and prepared once
@@ -624,10 +654,11 @@ async fn metrics_text(State(service): State<Arc<Service>>) -> Response {
 }
 
 async fn ready(State(service): State<Arc<Service>>) -> Response {
-    if service.ready.load(std::sync::atomic::Ordering::SeqCst) {
-        (StatusCode::OK, "ready\n").into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "preloading\n").into_response()
+    let readiness = lock(&service.ready).clone();
+    match readiness {
+        Readiness::Ready => (StatusCode::OK, "ready\n").into_response(),
+        Readiness::Preloading => (StatusCode::SERVICE_UNAVAILABLE, "preloading\n").into_response(),
+        Readiness::Failed(why) => (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
     }
 }
 

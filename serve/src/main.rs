@@ -70,8 +70,11 @@ async fn main() {
     eprintln!("{}", serde_json::json!({"listening": address.to_string()}));
     let preloading = std::sync::Arc::clone(&service);
     tokio::spawn(async move {
-        if let Err(e) = preloading.preload().await {
-            eprintln!("{}", serde_json::json!({"preload_failed": e.to_json()}));
+        for (pack, e) in preloading.preload().await {
+            eprintln!(
+                "{}",
+                serde_json::json!({"preload_failed": e.to_json(), "pack": pack})
+            );
         }
     });
     let deadline = Duration::from_millis(args.shutdown_deadline_ms);

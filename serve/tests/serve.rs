@@ -613,10 +613,36 @@ fn probes_and_preload() {
     assert_eq!(ready, 200);
     let text = server.metrics();
     assert_eq!(metric(&text, "ctxpack_prepared_packs", &[]), Some(1.0));
-    // A preload that cannot be prepared keeps the service unready.
-    let server = Server::start(&packs, &["--preload", "conformance/none@1.0.0"]);
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(server.request("GET", "/readyz", b"").status, 503);
+    // A preload that cannot be prepared keeps the service unready and says why; the
+    // packs after it are still prepared.
+    let server = Server::start(
+        &packs,
+        &[
+            "--preload",
+            "conformance/none@1.0.0",
+            "--preload",
+            "conformance/shop@1.0.0",
+        ],
+    );
+    let mut answer = server.request("GET", "/readyz", b"");
+    for _ in 0..100 {
+        if answer.text() != "preloading\n" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        answer = server.request("GET", "/readyz", b"");
+    }
+    assert_eq!(answer.status, 503);
+    assert!(
+        answer
+            .text()
+            .starts_with("preload failed: conformance/none@1.0.0: "),
+        "{}",
+        answer.text()
+    );
+    assert_eq!(answer.text().lines().count(), 1, "{}", answer.text());
+    let text = server.metrics();
+    assert_eq!(metric(&text, "ctxpack_prepared_packs", &[]), Some(1.0));
 }
 
 #[test]

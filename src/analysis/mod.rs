@@ -119,6 +119,52 @@ pub fn tool_table_with(pack: &Pack, limits: Limits) -> Option<ToolTable> {
     Some(tools::table(&mut cx))
 }
 
+/// Where each policy can fire: per policy (by index into `pack.policies`), per
+/// intent (by index into `pack.intents`), whether some request that resolves to that
+/// intent, in a run of the safety mode the intent declares, satisfies the policy's
+/// condition. `None` for a policy the analysis knows nothing about (its condition is
+/// outside the fragment, or beyond the budget), and for the whole pack when it cannot
+/// be analysed. W0403 uses it to stay silent about intents a policy cannot fire in.
+pub fn firing_scopes(pack: &Pack) -> Option<Vec<Option<Vec<bool>>>> {
+    if !analysable(pack) {
+        return None;
+    }
+    let prepared = Prepared::new(pack);
+    let mut cx = Cx::new(pack, &prepared, Limits::default());
+    let intent_var = prepared.universe.lookup("request.intent");
+    let mode_var = prepared.universe.lookup("run.safety_mode");
+    let mut scopes = Vec::with_capacity(pack.intents.len());
+    for intent in &pack.intents {
+        let scope = (|| -> Result<Node, Exhausted> {
+            let mut scope = Node::TRUE;
+            if let Some(v) = intent_var {
+                scope = cx.model.equals(v, &serde_json::json!(intent.name))?;
+            }
+            if let Some(v) = mode_var {
+                let mode = cx
+                    .model
+                    .equals(v, &serde_json::json!(intent.safety.as_str()))?;
+                scope = cx.model.bdd.and(scope, mode)?;
+            }
+            Ok(scope)
+        })();
+        scopes.push(scope.ok());
+    }
+    let mut out = Vec::with_capacity(pack.policies.len());
+    for i in 0..pack.policies.len() {
+        let Some(cond) = cx.conds[i].known() else {
+            out.push(None);
+            continue;
+        };
+        let fires: Option<Vec<bool>> = scopes
+            .iter()
+            .map(|scope| cx.model.bdd.meets(cond, (*scope)?).ok())
+            .collect();
+        out.push(fires);
+    }
+    Some(out)
+}
+
 /// Is the IR complete enough for claims about it? Unresolved imports or fields and
 /// items whose body failed to parse leave policies or names out.
 fn analysable(pack: &Pack) -> bool {
@@ -332,7 +378,7 @@ fn denies(p: &PolicyIr, tool: &str) -> bool {
 }
 
 /// `` `a` ``, `` `a` and `b` ``, `` `a`, `b` and `c` ``.
-fn names<S: AsRef<str>>(items: &[S], last: &str) -> String {
+pub(crate) fn names<S: AsRef<str>>(items: &[S], last: &str) -> String {
     let quoted: Vec<String> = items.iter().map(|s| format!("`{}`", s.as_ref())).collect();
     match quoted.as_slice() {
         [] => String::new(),

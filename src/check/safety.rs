@@ -277,7 +277,10 @@ fn approval_raises(pack: &Pack, diags: &mut Vec<Diagnostic>) {
             }
         }
     }
-    for policy in &pack.policies {
+    // Computed on the first candidate only: most packs raise nothing that could
+    // exceed a ceiling, and they never pay for the analysis.
+    let mut scopes: Option<Option<Vec<Option<Vec<bool>>>>> = None;
+    for (p, policy) in pack.policies.iter().enumerate() {
         for effect in &policy.effects {
             let EffectIr::RequireApproval(tools) = effect else {
                 continue;
@@ -295,19 +298,35 @@ fn approval_raises(pack: &Pack, diags: &mut Vec<Diagnostic>) {
                     .into_iter()
                     .flatten()
                     .filter(|i| approval <= i.safety.ceiling() && raised > i.safety.ceiling())
+                    .filter(|i| {
+                        // An intent whose requests (in the mode it is written for)
+                        // can never fire the policy is never affected by it.
+                        let scopes =
+                            scopes.get_or_insert_with(|| crate::analysis::firing_scopes(pack));
+                        let k = pack.intents.iter().position(|x| std::ptr::eq(x, **i));
+                        let fires = scopes
+                            .as_ref()
+                            .and_then(|s| s.get(p)?.as_ref()?.get(k?).copied());
+                        fires != Some(false)
+                    })
                     .map(|i| i.name.as_str())
                     .collect();
                 if !over.is_empty() {
+                    let (noun, verb) = if over.len() == 1 {
+                        ("intent", "honors")
+                    } else {
+                        ("intents", "honor")
+                    };
                     diags.push(
                         Diagnostic::new(
                             "W0403",
                             r.span,
                             format!(
-                                "policy `{}` raises `{}` to `{}`, above what intent {} honors",
+                                "policy `{}` raises `{}` to `{}`, above what {noun} {} {verb}",
                                 policy.name,
                                 r.name,
                                 raised.as_str(),
-                                over.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+                                crate::analysis::names(&over, "and"),
                             ),
                         )
                         .with_label("the tool will be withheld when this fires")
