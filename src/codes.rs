@@ -184,8 +184,10 @@ policy minors_on_voice priority 100 {
         title: "duplicate definition",
         what: r#"Two tools, intents, policies, buckets, redactors or blocks share a name,
 or a context field is declared twice (context blocks are merged, so this
-also applies across blocks). The diagnostic points at the second
-definition and labels the first."#,
+also applies across blocks). The same goes for an enum's variant
+declared twice, and for a name listed twice in one list (an intent's
+`tools`, a `prohibit`, a `require_approval`, `deny` or `redact`). The
+diagnostic points at the second one and labels the first."#,
         why: r#"Every reference to the name would be ambiguous, and keeping either
 definition silently would make the pack's behaviour depend on the order of
 its items."#,

@@ -968,7 +968,7 @@ impl<'s> Driver<'s> {
             }
             Rule::budget_item => ItemKind::Budget(self.budget(base, parts)),
             Rule::tool_item => ItemKind::Tool(self.tool(base, parts)?),
-            Rule::prohibit_item => ItemKind::Prohibit(self.name_list(base, parts.next()?)),
+            Rule::prohibit_item => ItemKind::Prohibit(self.name_list(base, parts.next()?, "tool")),
             Rule::intent_item => ItemKind::Intent(self.intent(base, parts)?),
             Rule::redactor_item => {
                 let name = self.ident(base, &parts.next()?);
@@ -1081,6 +1081,11 @@ impl<'s> Driver<'s> {
                     .filter(|p| p.as_rule() == Rule::string)
                     .map(|p| self.string(base, p))
                     .collect();
+                self.repeats(
+                    variants.iter().map(|v| (v.value.as_str(), v.span)),
+                    "variant",
+                    "declared",
+                );
                 let values = variants.iter().map(|v| v.value.clone()).collect();
                 TypeKind::Enum(variants, values)
             }
@@ -1355,11 +1360,40 @@ impl<'s> Driver<'s> {
         Some(tool)
     }
 
-    fn name_list(&self, base: usize, pair: Pair<'_, Rule>) -> Vec<Ident> {
-        pair.into_inner()
+    /// The names of a list (`tools`, `prohibit`, an effect's tools or redactors); a
+    /// name listed twice is E0101.
+    fn name_list(&mut self, base: usize, pair: Pair<'_, Rule>, what: &str) -> Vec<Ident> {
+        let names: Vec<Ident> = pair
+            .into_inner()
             .filter(|p| p.as_rule() == Rule::ident)
             .map(|p| self.ident(base, &p))
-            .collect()
+            .collect();
+        self.repeats(names.iter().map(|n| (&*n.name, n.span)), what, "listed");
+        names
+    }
+
+    /// Reports E0101 for every entry of a list equal to an earlier one (`what` is
+    /// the entry's noun, `how` the verb: "listed", "declared").
+    fn repeats<'n>(
+        &mut self,
+        entries: impl Iterator<Item = (&'n str, Span)>,
+        what: &str,
+        how: &str,
+    ) {
+        let mut first: std::collections::HashMap<&str, Span> = std::collections::HashMap::new();
+        for (name, span) in entries {
+            match first.get(name) {
+                Some(&earlier) => self.diags.push(
+                    Diagnostic::new("E0101", span, format!("{what} `{name}` is {how} twice"))
+                        .with_label(format!("{how} again here"))
+                        .with_secondary(earlier, format!("first {how} here"))
+                        .with_help(format!("remove the second `{name}`")),
+                ),
+                None => {
+                    first.insert(name, span);
+                }
+            }
+        }
     }
 
     fn intent(
@@ -1411,7 +1445,7 @@ impl<'s> Driver<'s> {
                     self.duplicate_field(saw_tools, kw, "tools");
                     saw_tools = true;
                     if let Some(list) = inner.next() {
-                        intent.tools.extend(self.name_list(base, list));
+                        intent.tools.extend(self.name_list(base, list, "tool"));
                     }
                 }
                 Rule::task_field => {
@@ -1489,10 +1523,10 @@ impl<'s> Driver<'s> {
                         Rule::escalate_effect => EffectKind::Escalate(self.string(base, arg)),
                         Rule::instruct_effect => EffectKind::Instruct(self.string(base, arg)),
                         Rule::require_effect => {
-                            EffectKind::RequireApproval(self.name_list(base, arg))
+                            EffectKind::RequireApproval(self.name_list(base, arg, "tool"))
                         }
-                        Rule::deny_effect => EffectKind::Deny(self.name_list(base, arg)),
-                        _ => EffectKind::Redact(self.name_list(base, arg)),
+                        Rule::deny_effect => EffectKind::Deny(self.name_list(base, arg, "tool")),
+                        _ => EffectKind::Redact(self.name_list(base, arg, "redactor")),
                     };
                     effects.push(Effect { kind, keyword });
                 }
