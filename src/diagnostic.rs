@@ -572,6 +572,11 @@ impl Excerpts {
             text,
         }
     }
+
+    /// The text and its line index, for a view of long lines ([`clip`]).
+    fn lines(&self) -> clip::Lines<'_> {
+        clip::Lines::new(&self.text, &self.lines)
+    }
 }
 
 impl miette::SourceCode for Excerpts {
@@ -597,12 +602,7 @@ impl miette::SourceCode for Excerpts {
         // read with no context lines, and says it in Unicode scalar values, as the
         // machine formats do.
         let column = match context_lines_before {
-            0 => {
-                let line_start = self.text[..start].rfind('\n').map_or(0, |nl| nl + 1);
-                self.text
-                    .get(line_start..start)
-                    .map_or(inner.column(), |before| before.chars().count())
-            }
+            0 => self.lines.line_col(&self.text, start).column - 1,
             _ => inner.column(),
         };
         Ok(excerpt(
@@ -689,6 +689,35 @@ impl miette::Diagnostic for Rendered<'_> {
 }
 
 /// miette's graphical rendering of every diagnostic in `report`, with or without color.
+/// The most secondary labels the human report draws for one diagnostic.
+const MAX_HUMAN_LABELS: usize = 16;
+
+/// The diagnostic as the human report draws it: past [`MAX_HUMAN_LABELS`] secondary
+/// labels (an E0501 over 20,000 buckets labels each one), the first ones and a help
+/// line that counts the rest. A drawing of thousands of labels is unreadable, and
+/// miette lays them out in quadratic time; the machine formats keep them all.
+fn few_labels(diagnostic: &Diagnostic) -> std::borrow::Cow<'_, Diagnostic> {
+    let hidden = diagnostic.labels.len().saturating_sub(MAX_HUMAN_LABELS);
+    if hidden == 0 {
+        return std::borrow::Cow::Borrowed(diagnostic);
+    }
+    let mut shown = diagnostic.clone();
+    shown.labels.truncate(MAX_HUMAN_LABELS);
+    let note = format!(
+        "{hidden} more {} not shown here (`--format json` lists every one)",
+        if hidden == 1 {
+            "label is"
+        } else {
+            "labels are"
+        }
+    );
+    shown.help = Some(match shown.help.take() {
+        Some(help) => format!("{help}\n{note}"),
+        None => note,
+    });
+    std::borrow::Cow::Owned(shown)
+}
+
 pub fn to_human(report: &FileReport, color: bool) -> String {
     let source = Excerpts::new(&report.path, report.source.clone());
     let theme = if color {
@@ -697,9 +726,10 @@ pub fn to_human(report: &FileReport, color: bool) -> String {
         miette::GraphicalTheme::unicode_nocolor()
     };
     let handler = miette::GraphicalReportHandler::new_themed(theme).with_width(100);
-    let lines = clip::Lines::new(&report.source);
+    let lines = source.lines();
     let mut out = String::new();
     for diagnostic in &report.diagnostics {
+        let diagnostic = &*few_labels(diagnostic);
         // A diagnostic on a very long line is shown from a window of it.
         let clipped = clip::View::of(&report.path, &lines, diagnostic);
         let rendered = match &clipped {
@@ -721,6 +751,63 @@ pub fn to_human(report: &FileReport, color: bool) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod human_tests {
+    use super::{to_human, Diagnostic, FileReport, Label, MAX_HUMAN_LABELS};
+    use crate::span::Span;
+
+    fn report(labels: usize) -> String {
+        let source: String = (0..labels).map(|i| format!("b{i}\n")).collect();
+        let mut d = Diagnostic::new("E0501", Span::new(0, 2), "m").with_help("fix it");
+        let mut at = 0;
+        for i in 0..labels {
+            let len = format!("b{i}").len();
+            d.labels.push(Label {
+                span: Span::new(at, at + len),
+                message: format!("label {i}"),
+            });
+            at += len + 1;
+        }
+        to_human(
+            &FileReport {
+                path: "t".into(),
+                source,
+                diagnostics: vec![d],
+            },
+            false,
+        )
+    }
+
+    #[test]
+    fn labels_past_the_limit_are_counted_not_drawn() {
+        let all = report(MAX_HUMAN_LABELS);
+        assert!(
+            all.contains(&format!("label {}", MAX_HUMAN_LABELS - 1)),
+            "{all}"
+        );
+        assert!(!all.contains("not shown"), "{all}");
+        let one_more = report(MAX_HUMAN_LABELS + 1);
+        assert!(
+            !one_more.contains(&format!("label {MAX_HUMAN_LABELS}")),
+            "{one_more}"
+        );
+        assert!(one_more.contains("fix it"), "{one_more}");
+        assert!(
+            one_more.contains("1 more label is not shown here"),
+            "{one_more}"
+        );
+        // 20,000 labels: drawn in well under a second (miette's layout of all of
+        // them took minutes).
+        let started = std::time::Instant::now();
+        let many = report(20_000);
+        assert!(
+            many.contains("19984 more labels are not shown here"),
+            "{many}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    }
 }
 
 #[cfg(test)]

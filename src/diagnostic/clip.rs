@@ -25,18 +25,15 @@ const WINDOW: usize = 160;
 const CONTEXT: usize = 1;
 const ELLIPSIS: &str = "…";
 
-/// A file and where its lines start.
+/// A file and where its lines start (the index of the report's excerpts, borrowed).
 pub struct Lines<'a> {
     text: &'a str,
-    index: LineIndex,
+    index: &'a LineIndex,
 }
 
 impl<'a> Lines<'a> {
-    pub fn new(text: &'a str) -> Self {
-        Lines {
-            text,
-            index: LineIndex::new(text),
-        }
+    pub fn new(text: &'a str, index: &'a LineIndex) -> Self {
+        Lines { text, index }
     }
 
     /// The line holding byte `offset` (0-based).
@@ -125,7 +122,7 @@ impl<'a> View<'a> {
         let mut view = View {
             name,
             file: lines.text,
-            index: &lines.index,
+            index: lines.index,
             text: String::new(),
             first,
             lines: Vec::with_capacity(last + 1 - first),
@@ -258,7 +255,7 @@ impl miette::SourceCode for View<'_> {
 mod tests {
     use super::{Lines, View, LIMIT, WINDOW};
     use crate::diagnostic::{Diagnostic, FileReport, Label};
-    use crate::span::Span;
+    use crate::span::{LineIndex, Span};
 
     fn at(text: &str, needle: &str) -> Span {
         let start = text.find(needle).unwrap_or(0);
@@ -273,14 +270,16 @@ mod tests {
     fn short_lines_are_shown_as_they_are() {
         let text = "a\nbb\nccc\n";
         let d = Diagnostic::new("E0201", at(text, "bb"), "m");
-        assert!(View::of("t", &Lines::new(text), &d).is_none());
+        let index = LineIndex::new(text);
+        assert!(View::of("t", &Lines::new(text, &index), &d).is_none());
     }
 
     #[test]
     fn a_label_keeps_its_text_and_its_file_position() {
         let long = format!("{}TARGET{}", "é".repeat(500), "x".repeat(500));
         let text = format!("first\n{long}\nlast");
-        let lines = Lines::new(&text);
+        let index = LineIndex::new(&text);
+        let lines = Lines::new(&text, &index);
         let d = Diagnostic::new("E0201", at(&text, "TARGET"), "m");
         let (v, moved) = view(&lines, &d);
         assert_eq!(&v.text[moved.span.start..moved.span.end], "TARGET");
@@ -301,7 +300,8 @@ mod tests {
     #[test]
     fn a_label_longer_than_the_window_is_cut_at_its_end() {
         let text = format!("head\n{}\n", "y".repeat(LIMIT * 4));
-        let lines = Lines::new(&text);
+        let index = LineIndex::new(&text);
+        let lines = Lines::new(&text, &index);
         let d = Diagnostic::new("E0201", Span::new(5, 5 + LIMIT * 4), "m");
         let (v, moved) = view(&lines, &d);
         assert_eq!(moved.span.start, 5);
@@ -314,7 +314,8 @@ mod tests {
         let a = format!("{}ONE{}", "a".repeat(400), "a".repeat(400));
         let b = format!("{}TWO{}", "b".repeat(300), "b".repeat(400));
         let text = format!("{a}\nmiddle\n{b}\n");
-        let lines = Lines::new(&text);
+        let index = LineIndex::new(&text);
+        let lines = Lines::new(&text, &index);
         let mut d = Diagnostic::new("E0101", at(&text, "TWO"), "m");
         d.labels.push(Label {
             span: at(&text, "ONE"),
@@ -333,7 +334,8 @@ mod tests {
     #[test]
     fn a_long_context_line_is_cut_at_its_head() {
         let text = format!("short label\n{}\n", "z".repeat(LIMIT + 1));
-        let lines = Lines::new(&text);
+        let index = LineIndex::new(&text);
+        let lines = Lines::new(&text, &index);
         let d = Diagnostic::new("E0201", at(&text, "label"), "m");
         let (v, moved) = view(&lines, &d);
         assert_eq!(&v.text[moved.span.start..moved.span.end], "label");
