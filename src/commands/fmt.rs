@@ -169,7 +169,7 @@ fn stdin(check: bool, failures: &mut Failures) {
 /// What formatting would change in `path`, as a unified diff (a removed byte-order
 /// mark shows as a changed first line).
 fn unified_diff(path: &str, before: &str, after: &str) -> String {
-    similar::TextDiff::from_lines(before, after)
+    crate::diff::line_diff(before, after)
         .unified_diff()
         .context_radius(3)
         .header(&format!("a/{path}"), &format!("b/{path}"))

@@ -683,12 +683,35 @@ fn structure_diff(a: &Value, b: &Value) -> Option<String> {
     Some(text_diff(&pretty(a)?, &pretty(b)?))
 }
 
+/// Above this product of the two texts' line counts, the lines between the common
+/// first and last ones are shown as replaced, not diffed line by line.
+const EXACT_DIFF_LIMIT: u64 = 25_000_000;
+
 /// A unified diff of two texts, hunks only, three lines of context.
+///
+/// Myers' algorithm takes time proportional to the texts' length times the number of
+/// differences: two unrelated texts of 50,000 lines took half a minute. Past
+/// [`EXACT_DIFF_LIMIT`] the diff is exact only around the common first and last
+/// lines: the algorithm is given a deadline already past, so it gives up at once and
+/// reports the rest as replaced. That is decided by the sizes alone, never by the
+/// clock, so the same texts always give the same diff.
 fn text_diff(a: &str, b: &str) -> String {
-    similar::TextDiff::from_lines(a, b)
-        .unified_diff()
-        .context_radius(3)
-        .to_string()
+    line_diff(a, b).unified_diff().context_radius(3).to_string()
+}
+
+/// The line diff of two texts, bounded as [`text_diff`] says (`fmt --diff` uses it
+/// too).
+pub(crate) fn line_diff<'a>(a: &'a str, b: &'a str) -> similar::TextDiff<'a, 'a, 'a, str> {
+    let lines = |t: &str| t.lines().count() as u64;
+    let mut config = similar::TextDiff::configure();
+    if lines(a).saturating_mul(lines(b)) > EXACT_DIFF_LIMIT {
+        let now = std::time::Instant::now();
+        config.deadline(
+            now.checked_sub(std::time::Duration::from_secs(1))
+                .unwrap_or(now),
+        );
+    }
+    config.diff_lines(a, b)
 }
 
 fn ordering_kind<T: Ord>(
@@ -972,5 +995,48 @@ mod tests {
         let (from, to) = (json!(["a", "b"]), json!(["b", "c"]));
         let (gained, lost) = string_set_delta(&from, &to);
         assert_eq!((gained, lost), (vec!["c"], vec!["a"]));
+    }
+
+    fn text(lines: impl Iterator<Item = String>) -> String {
+        lines.map(|l| l + "\n").collect()
+    }
+
+    #[test]
+    fn large_unrelated_texts_are_shown_as_replaced_between_their_common_lines() {
+        // 6,000 lines each: the first and last 5 shared, and one in a hundred between
+        // them (which an exact diff would show as context).
+        let side = |tag: &str| {
+            text((0..6000).map(|i| match i {
+                0..5 | 5995.. => format!("common {i}"),
+                _ if i % 100 == 50 => format!("shared {i}"),
+                _ => format!("{tag} {i}"),
+            }))
+        };
+        let (a, b) = (side("old"), side("new"));
+        let started = std::time::Instant::now();
+        let diff = text_diff(&a, &b);
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        assert_eq!(diff.lines().filter(|l| l.starts_with("@@")).count(), 1);
+        assert!(
+            diff.starts_with("@@ -3,5996 +3,5996 @@\n common 2\n"),
+            "{}",
+            &diff[..80]
+        );
+        assert!(diff.contains("\n-old 5\n") && diff.contains("\n+new 5994\n"));
+        assert!(diff.contains("\n-shared 150\n") && diff.contains("\n+shared 150\n"));
+        assert!(diff.ends_with(" common 5997\n"));
+        assert_eq!(diff, text_diff(&a, &b), "decided by size, not by the clock");
+        // Below the limit the diff is exact: a line shared in the middle is context.
+        let small = |tag: &str| {
+            text((0..40).map(|i| {
+                if i == 20 {
+                    "shared".into()
+                } else {
+                    format!("{tag} {i}")
+                }
+            }))
+        };
+        let exact = text_diff(&small("old"), &small("new"));
+        assert!(exact.contains("\n shared\n"), "{exact}");
     }
 }

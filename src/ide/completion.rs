@@ -198,13 +198,21 @@ impl Ctx<'_> {
     }
 
     /// The values a comparison with `lhs` may name: enum variants, or intent names for
-    /// `request.intent`. `quote` wraps them in quotes.
-    fn comparison_values(&mut self, lhs: &str, quote: bool) {
-        let q = |s: &str| {
+    /// `request.intent`. `quote` wraps them in quotes; `close` adds only the closing
+    /// one (typed in a string that the line does not close).
+    fn comparison_values(&mut self, lhs: &str, quote: bool, close: bool) {
+        let label = |s: &str| {
             if quote {
                 format!("\"{s}\"")
             } else {
                 s.to_owned()
+            }
+        };
+        let q = |s: &str| {
+            if close {
+                format!("{s}\"")
+            } else {
+                label(s)
             }
         };
         if lhs == "request.intent" {
@@ -217,7 +225,7 @@ impl Ctx<'_> {
                 .collect();
             for n in intents {
                 self.push_insert(
-                    &q(&n),
+                    &label(&n),
                     &q(&n),
                     CompletionKind::Intent,
                     Some("intent".into()),
@@ -229,7 +237,7 @@ impl Ctx<'_> {
             if let Ty::Enum(variants) = r.ty {
                 for v in variants.iter() {
                     self.push_insert(
-                        &q(v),
+                        &label(v),
                         &q(v),
                         CompletionKind::EnumMember,
                         Some(lhs.to_owned()),
@@ -316,7 +324,7 @@ pub(super) fn complete(a: &Analysis, offset: usize) -> Vec<CompletionItem> {
             ctx.words(TYPES, CompletionKind::Type)
         }
         "==" | "!=" => {
-            ctx.comparison_values(prev2, true);
+            ctx.comparison_values(prev2, true, false);
             ctx.expression();
         }
         _ => {}
@@ -420,9 +428,25 @@ fn in_string(ctx: &mut Ctx<'_>, tokens: &[Token<'_>], t: &Token<'_>) {
     let op = tokens.len().checked_sub(2).and_then(|i| tokens.get(i));
     if let (Some(lhs), Some(op)) = (before, op) {
         if matches!(op.text, "==" | "!=") && t.kind == Kind::Str {
-            ctx.comparison_values(lhs.text, false);
+            let text = ctx.analysis.text();
+            let rest = &text[ctx.replace.end..];
+            let rest = &rest[..rest.find('\n').unwrap_or(rest.len())];
+            ctx.comparison_values(lhs.text, false, !closes(rest));
         }
     }
+}
+
+/// Does this rest of a line close the string the cursor is in (an unescaped `"`)?
+fn closes(rest: &str) -> bool {
+    let mut escaped = false;
+    for c in rest.chars() {
+        match c {
+            '"' if !escaped => return true,
+            '\\' => escaped = !escaped,
+            _ => escaped = false,
+        }
+    }
+    false
 }
 
 /// Is this the last token of text that ends inside a string?

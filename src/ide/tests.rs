@@ -343,6 +343,24 @@ fn completions() {
     assert!(c("policy p { when req|").contains(&"request.channel".to_owned()));
     assert!(c("policy p { when ctx.user.tier == |").contains(&"\"pro\"".to_owned()));
     assert!(c("policy p { when ctx.user.tier == \"f|").contains(&"free".to_owned()));
+    // In a string the line does not close, the closing quote comes with the value;
+    // in one it closes, it does not.
+    let inserts = |s: &str| -> Vec<String> {
+        let marked = format!("{head}{s}");
+        let offset = marked.find('|').unwrap_or(0);
+        let text = marked.replacen('|', "", 1);
+        Analysis::new(text)
+            .completion(offset)
+            .into_iter()
+            .map(|c| c.insert)
+            .collect()
+    };
+    let open = inserts("policy p { when ctx.user.tier == \"f|\n}");
+    assert!(open.contains(&"free\"".to_owned()), "{open:?}");
+    let closed = inserts("policy p { when ctx.user.tier == \"f|\" }");
+    assert!(closed.contains(&"free".to_owned()), "{closed:?}");
+    let escaped = inserts("policy p { when ctx.user.tier == \"f| \\\"\n}");
+    assert!(escaped.contains(&"free\"".to_owned()), "{escaped:?}");
     assert!(c("policy p { when true\n  redact |").contains(&"r".to_owned()));
     assert!(c("policy p { when true\n  |").contains(&"require_approval".to_owned()));
     assert!(c("prompt system \"Hi {{ run.|").contains(&"run.user.id".to_owned()));
