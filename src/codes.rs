@@ -1005,9 +1005,12 @@ policy minors_on_voice priority 100 {
         code: "W0202",
         severity: Severity::Warning,
         title: "constant condition",
-        what: r#"A `when` condition has the same value for every request, such as
-`when false` or `when 1 < 2`, so the policy always or never fires.
-`when true` is the idiom for an always-on policy and is not reported."#,
+        what: r#"A `when` condition has the same value for every request, so the policy
+always or never fires: it reads no field (`when false`, `when 1 < 2`), a
+literal `true` or `false` decides it whatever the fields hold
+(`when ctx.age > 18 or true`), or the policy analysis proves that every
+request satisfies it (`when ctx.age >= 18 or ctx.age < 18`). `when true`
+is the idiom for an always-on policy and is not reported."#,
         why: r#"A policy that never fires looks like a safeguard but protects nothing;
 one that always fires hides the condition its author meant to write."#,
         example: r#"policy pii {
@@ -1029,8 +1032,9 @@ policy pii {
         what: r#"No request satisfies the policy's `when` condition, given the context
 schema (types, enum variants, required fields), the declared intents and
 the safety modes. The help names a smallest set of the condition's parts
-that cannot hold together, and the constraints they rely on. Conditions
-that read no field are W0202's; conditions the analysis cannot decide
+that cannot hold together, and the constraints they rely on. Constant
+conditions (no field read, or a literal `false` deciding: `X and false`)
+are W0202's; conditions the analysis cannot decide
 (arithmetic, raw JsonLogic outside its fragment) are never reported."#,
         why: r#"A policy that never fires looks like a safeguard but protects nothing.
 Usually two comparisons were meant to be joined by `or`, a bound points

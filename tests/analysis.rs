@@ -5,8 +5,9 @@
 //! compiled and must do what the claim says: the policies it names fire together, the
 //! tool is surfaced or withheld. No sampled request may contradict a claim that
 //! something cannot happen: a policy that never fires (W0301), one that fires only
-//! under a higher-priority refusal (W0302), a tool never surfaced (W0405), a tool
-//! always surfaced or always withheld. Then the CLI (`explain --tools`, the `witness`
+//! under a higher-priority refusal (W0302), one that fails to fire (W0202 says it
+//! always fires), a tool never surfaced (W0405), a tool always surfaced or always
+//! withheld. Then the CLI (`explain --tools`, the `witness`
 //! member of `check --format json` and SARIF), the budget, and the bundled packs.
 
 use std::collections::BTreeMap;
@@ -375,6 +376,21 @@ fn check_claims(seed: u64, counts: &mut Counts) {
                     assert!(!fired(cc, &names[0]), "{}", ctx(&d.message, inputs));
                 }
             }
+            // The analysis's W0202 (its help names the policy): it always fires.
+            "W0202" => {
+                let help = d.help.as_deref().unwrap_or_default();
+                let Some(policy) = help
+                    .split_once("if policy `")
+                    .and_then(|(_, rest)| rest.split_once('`'))
+                    .map(|(name, _)| name)
+                else {
+                    continue;
+                };
+                counts.add("W0202");
+                for (inputs, cc) in &samples {
+                    assert!(fired(cc, policy), "{}", ctx(&d.message, inputs));
+                }
+            }
             "W0302" => {
                 counts.add("W0302");
                 let (p, refusals) = (&names[0], &names[1..]);
@@ -500,6 +516,7 @@ fn claims_hold_at_run_time_over_fixed_seeds() {
     }
     eprintln!("claims checked: {counts:?}");
     for what in [
+        "W0202",
         "W0301",
         "W0302",
         "W0303",

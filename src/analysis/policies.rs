@@ -25,8 +25,30 @@ pub(super) fn check(cx: &mut Cx<'_>, diags: &mut Vec<Diagnostic>) {
 fn unreachable(cx: &mut Cx<'_>, diags: &mut Vec<Diagnostic>) {
     for &i in &cx.prepared.order {
         let p = cx.policy(i);
-        // A condition that reads no field is W0202's.
-        if cx.conds[i] != Cond::Known(Node::FALSE) || cx.imported(i) || !mentions_var(&p.when) {
+        // A condition that reads no field is the checker's W0202.
+        if cx.imported(i) || !mentions_var(&p.when) {
+            continue;
+        }
+        if cx.conds[i] == Cond::Known(Node::TRUE) {
+            // Every request satisfies it: a constant condition in all but form.
+            diags.push(
+                Diagnostic::new(
+                    "W0202",
+                    p.when_span,
+                    "condition is constant: the policy always or never fires",
+                )
+                .with_label("always true, for every request")
+                .with_help(format!(
+                    "every request satisfies `{}` under the context schema and the \
+                     declared intents; write `when true` if policy `{}` is meant to \
+                     always apply, or fix the condition",
+                    source(&p.when),
+                    p.name
+                )),
+            );
+            continue;
+        }
+        if cx.conds[i] != Cond::Known(Node::FALSE) {
             continue;
         }
         let Some(term) = &cx.prepared.terms[i] else {

@@ -179,7 +179,19 @@ fn run_checks_reusing<E>(
             found
         }
     };
-    diagnostics.extend(found.iter().cloned());
+    // A condition the checker already calls constant (W0202: `X and false`) is not
+    // reported again by the analysis (W0301, or its own W0202 for `X or true`).
+    let constant: Vec<crate::span::Span> = diagnostics
+        .iter()
+        .filter(|d| d.code == "W0202")
+        .map(|d| d.span)
+        .collect();
+    diagnostics.extend(
+        found
+            .iter()
+            .filter(|d| !matches!(d.code, "W0301" | "W0202") || !constant.contains(&d.span))
+            .cloned(),
+    );
     Ok(Some(found))
 }
 

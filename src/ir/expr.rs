@@ -79,11 +79,30 @@ impl Checker<'_> {
                     "compare the value, e.g. `ctx.count > 0`, or test presence with `exists(...)`",
                 ),
             );
-        } else if !failed && is_constant(expr) && !matches!(expr.kind, ExprKind::Bool(true)) {
+        } else if !failed
+            && is_constant_condition(expr)
+            && !matches!(expr.kind, ExprKind::Bool(true))
+        {
+            let decided = "a literal `true` or `false` decides the condition whatever the \
+                           fields hold: remove it, or write `when true` for a policy that always \
+                           applies"
+                .to_owned();
+            let (label, help) = match folded(expr) {
+                Some(true) if !is_constant(expr) => ("always true, whatever the fields", decided),
+                Some(false) if !is_constant(expr) => ("always false, whatever the fields", decided),
+                _ => (
+                    "reads no field",
+                    "write `when true` for a policy that always applies, or compare a `ctx`, `request` or `run` field".to_owned(),
+                ),
+            };
             self.diags.push(
-                Diagnostic::new("W0202", expr.span, "condition is constant: the policy always or never fires")
-                    .with_label("reads no field")
-                    .with_help("write `when true` for a policy that always applies, or compare a `ctx`, `request` or `run` field"),
+                Diagnostic::new(
+                    "W0202",
+                    expr.span,
+                    "condition is constant: the policy always or never fires",
+                )
+                .with_label(label)
+                .with_help(help),
             );
         }
         typed.logic
@@ -765,6 +784,38 @@ fn collect_guards(e: &Expr, out: &mut Vec<String>) {
 }
 
 /// Does the condition read no field at all?
+/// Is the condition constant: it reads no field, or its value is decided whatever
+/// the fields it reads (`X or true`, `X and false`)?
+fn is_constant_condition(e: &Expr) -> bool {
+    is_constant(e) || folded(e).is_some()
+}
+
+/// The value of a condition that `true` or `false` operands decide on their own:
+/// `X or true` is true and `X and false` is false whatever `X` reads.
+fn folded(e: &Expr) -> Option<bool> {
+    match &e.kind {
+        ExprKind::Bool(b) => Some(*b),
+        ExprKind::Paren(inner) => folded(inner),
+        ExprKind::Not(inner) => folded(inner).map(|b| !b),
+        ExprKind::And(items) => decided_by(items, false),
+        ExprKind::Or(items) => decided_by(items, true),
+        _ => None,
+    }
+}
+
+/// `and` (`absorbing` false) and `or` (`absorbing` true): one operand equal to the
+/// absorbing value decides the whole; so do operands all equal to the other value.
+fn decided_by(items: &[Expr], absorbing: bool) -> Option<bool> {
+    let values: Vec<Option<bool>> = items.iter().map(folded).collect();
+    if values.contains(&Some(absorbing)) {
+        return Some(absorbing);
+    }
+    values
+        .iter()
+        .all(|v| *v == Some(!absorbing))
+        .then_some(!absorbing)
+}
+
 fn is_constant(e: &Expr) -> bool {
     match &e.kind {
         ExprKind::Path(_) | ExprKind::Exists(..) => false,
