@@ -637,6 +637,23 @@ impl<'s> Driver<'s> {
                     rest.chars().next().unwrap_or(' ')
                 )),
             ),
+            None if self.missing_before_line_break(at, &names) => {
+                // What is missing belongs at the end of the line before: point there,
+                // as rustc does (`pack "a/b"` and then `prompt` on the next line is
+                // a header without its version, on line 1), with the token found.
+                let end = previous_code_end(self.source, at);
+                self.diags.push(
+                    Diagnostic::new(
+                        "E0001",
+                        Span::new(end, end),
+                        format!("expected {expected_text}, found {found}"),
+                    )
+                    .with_label(format!("expected {expected_text}"))
+                    .with_secondary(span, format!("found {found}"))
+                    .with_help_opt(syntax_help(&names)),
+                );
+                return;
+            }
             None => {
                 let mut help = syntax_help(&names);
                 // A misspelt item keyword: say which one.
@@ -660,6 +677,27 @@ impl<'s> Driver<'s> {
             .with_label(format!("expected {expected_text}"))
             .with_help_opt(help),
         );
+    }
+
+    /// Is the token at `at` on a later line than the code before it, and not itself
+    /// the mistake? Then what is missing (a value, a keyword, a `{`) ends that code.
+    /// Not where the code before is complete: where an item could start (a misspelt
+    /// item keyword is the mistake) or a block could close (so could a field or an
+    /// effect start: the word found is the mistake); nor when the word found is one
+    /// edit away from a keyword expected there.
+    fn missing_before_line_break(&self, at: usize, names: &[&str]) -> bool {
+        if at >= self.source.len() || names.iter().any(|n| n.contains("an item") || *n == "`}`") {
+            return false;
+        }
+        let end = previous_code_end(self.source, at);
+        if !self.source[end..at].contains('\n') {
+            return false;
+        }
+        let word = &self.source[at..token_end(self.source, at)];
+        let keywords = names
+            .iter()
+            .filter_map(|n| n.strip_prefix('`')?.strip_suffix('`'));
+        crate::diagnostic::nearest(word, keywords).is_none()
     }
 
     /// A `"""` that never closes reads as `""` (an empty string) followed by a stray
@@ -2028,6 +2066,41 @@ pub fn skip_string(src: &[u8], i: usize) -> usize {
 }
 
 /// The end of the token starting at `at`: a word, a string opener, or one character.
+/// Where the code before `at` ends: past whitespace, blank lines and `//` comments
+/// (at most a thousand lines back; `at` itself if there is no code before it).
+fn previous_code_end(source: &str, at: usize) -> usize {
+    let mut end = at;
+    for _ in 0..1000 {
+        let line_start = source[..end].rfind('\n').map_or(0, |nl| nl + 1);
+        let code = without_comment(&source[line_start..end]).trim_end();
+        if !code.is_empty() {
+            return line_start + code.len();
+        }
+        if line_start == 0 {
+            break;
+        }
+        end = line_start - 1;
+    }
+    at
+}
+
+/// A line without its `//` comment (a `//` inside a `"..."` string is no comment).
+fn without_comment(line: &str) -> &str {
+    let mut in_string = false;
+    let mut escaped = false;
+    let bytes = line.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            _ if escaped => escaped = false,
+            b'\\' if in_string => escaped = true,
+            b'"' => in_string = !in_string,
+            b'/' if !in_string && bytes.get(i + 1) == Some(&b'/') => return &line[..i],
+            _ => {}
+        }
+    }
+    line
+}
+
 fn token_end(source: &str, at: usize) -> usize {
     let bytes = source.as_bytes();
     if at >= bytes.len() {
