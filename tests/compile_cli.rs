@@ -152,6 +152,35 @@ fn compile_exit_3_on_unreadable_or_unparseable_input() {
     write(f.dir.path(), "bad.yaml", "run_id: [unclosed\n");
     let o = f.compile(&["--run", "bad.yaml"]);
     assert_eq!(o.status.code(), Some(3));
+
+    // A key given twice in one object, at the top or deep in the request's context,
+    // in JSON or YAML: the second would otherwise override the first unseen.
+    let run = std::fs::read_to_string(f.path("run.json")).unwrap();
+    let twice = run.replacen('{', "{\"safety_mode\": \"reviewed\", ", 1);
+    write(f.dir.path(), "twice.json", &twice);
+    let request = std::fs::read_to_string(f.path("request.json")).unwrap();
+    let nested = request.replacen("\"age\"", "\"age\": 99, \"age\"", 1);
+    assert_ne!(nested, request);
+    write(f.dir.path(), "nested.json", &nested);
+    write(
+        f.dir.path(),
+        "twice.yaml",
+        "run_id: r\nsafety_mode: autonomous\nsafety_mode: reviewed\n",
+    );
+    for args in [
+        ["--run", "twice.json"],
+        ["--request", "nested.json"],
+        ["--run", "twice.yaml"],
+    ] {
+        let o = f.compile(&args);
+        assert_eq!(o.status.code(), Some(3), "{args:?}");
+        let e = json_error(&o);
+        assert_eq!(e["kind"], "unparseable_input", "{args:?}");
+        assert!(
+            e["message"].as_str().unwrap().contains("is given twice"),
+            "{e}"
+        );
+    }
 }
 
 #[test]

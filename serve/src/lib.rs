@@ -407,6 +407,8 @@ enum Inputs {
     },
 }
 
+use ctxpack::runtime::document::Document;
+
 fn fast_path(bytes: &Bytes) -> Option<CompileRequest> {
     let body = ctxpack::runtime::from_json_bytes::<ctxpack::runtime::Object<FastBody>>(bytes)?.0;
     let target = match body.target.as_deref() {
@@ -433,16 +435,19 @@ fn parse_request(bytes: &Bytes) -> Result<CompileRequest, CliError> {
     if let Some(request) = fast_path(bytes) {
         return Ok(request);
     }
-    let body: Value = serde_json::from_slice(bytes).map_err(|e| {
-        if ctxpack::commands::compile::out_of_range(&e) {
-            return ctxpack::commands::compile::json_number_out_of_range("body", &e);
-        }
-        CliError::new(
-            "unparseable_input",
-            3,
-            format!("the request body is not JSON: {e}"),
-        )
-    })?;
+    // Read as an input document: a key given twice in one object is refused.
+    let body = serde_json::from_slice::<Document>(bytes)
+        .map(|d| d.0)
+        .map_err(|e| {
+            if ctxpack::commands::compile::out_of_range(&e) {
+                return ctxpack::commands::compile::json_number_out_of_range("body", &e);
+            }
+            CliError::new(
+                "unparseable_input",
+                3,
+                format!("the request body is not JSON: {e}"),
+            )
+        })?;
     let Value::Object(mut body) = body else {
         return Err(invalid("body", "expected an object"));
     };

@@ -324,6 +324,16 @@ fn every_error_status() {
     // 400: not JSON.
     let r = server.request("POST", "/v1/compile", b"{not json");
     assert_eq!((r.status, kind(&r).as_str()), (400, "unparseable_input"));
+    // A key given twice in one object, here in the request's context: refused, not the
+    // last one silently kept.
+    let text =
+        basic_body()
+            .to_string()
+            .replacen("\"context\":{", "\"context\":{\"x\":1,\"x\":2,", 1);
+    assert!(text.contains("\"x\":2"), "{text}");
+    let r = server.request("POST", "/v1/compile", text.as_bytes());
+    assert_eq!((r.status, kind(&r).as_str()), (400, "unparseable_input"));
+    assert!(r.text().contains("is given twice"), "{}", r.text());
     // 422: invalid input, an unpinned pack, a refusal with a provider target.
     let mut body = basic_body();
     body["request"]["context"]["user"]["age"] = json!("old");

@@ -19,6 +19,7 @@ use serde_json::Value;
 pub use super::error::CliError;
 use crate::artifact::{verify_bytes, Artifact};
 use crate::registry::{PackRef, PinnedRef, Registry, RegistryError};
+use crate::runtime::document::Document;
 use crate::runtime::render::{self, Refused};
 use crate::runtime::{decode_inputs, CompileError, CompileInputs, CompiledContext, PreparedPack};
 
@@ -273,14 +274,14 @@ pub(crate) fn parse_document(path: &Path, bytes: &[u8]) -> Result<Value, CliErro
     // A byte-order mark is not part of a document.
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let yaml = || {
-        serde_norway::from_slice::<super::yaml::YamlValue>(bytes)
+        serde_norway::from_slice::<Document>(bytes)
             .map(|v| v.0)
             .map_err(|e| e.to_string())
     };
     let (parsed, from_yaml) = match path.extension().and_then(|e| e.to_str()) {
         Some("yaml" | "yml") => (yaml(), true),
-        _ => match serde_json::from_slice::<Value>(bytes) {
-            Ok(v) => (Ok(v), false),
+        _ => match serde_json::from_slice::<Document>(bytes) {
+            Ok(v) => (Ok(v.0), false),
             Err(e) if out_of_range(&e) => {
                 return Err(json_number_out_of_range(&path.display().to_string(), &e))
             }

@@ -47,7 +47,6 @@ pub mod sign;
 pub mod test;
 pub mod verify;
 pub mod versions;
-mod yaml;
 
 pub use error::{CliError, Failures};
 

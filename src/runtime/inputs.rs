@@ -88,14 +88,18 @@ pub struct InvokeRequest {
     pub channel: String,
     pub locale: String,
     /// Free JSON, validated against the pack's context schema. Absent means `{}`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::document::document")]
     pub context: Value,
     #[serde(default, deserialize_with = "objects")]
     pub history: Vec<Turn>,
     /// The session state exported after the previous turn, for packs that declare
     /// `session directives` (refused by the others). Absent or `null` is the empty
     /// state.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::document::optional_document"
+    )]
     pub session_state: Option<Value>,
 }
 

@@ -44,6 +44,7 @@ pub mod assemble;
 pub mod budget;
 mod cache;
 mod digest;
+pub mod document;
 pub mod envelope;
 pub mod error;
 pub mod inputs;

@@ -155,7 +155,9 @@ fn document(py: Python<'_>, value: &Bound<'_, PyAny>, what: &str) -> PyResult<Va
             raise(py, &error, Some(&path))
         });
     };
-    serde_json::from_slice(text.bytes()).map_err(|e| {
+    // Read as an input document: a key given twice in one object is refused.
+    let parsed = serde_json::from_slice::<ctxpack::runtime::document::Document>(text.bytes());
+    parsed.map(|d| d.0).map_err(|e| {
         let error = CliError::new(
             "unparseable_input",
             3,

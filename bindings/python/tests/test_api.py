@@ -133,6 +133,19 @@ def test_unparseable_json_text_is_unreadable(pack: ctxpack.Pack) -> None:
     assert info.value.exit_code == 3 and info.value.kind == "unparseable_input"
 
 
+def test_a_key_given_twice_is_unreadable(pack: ctxpack.Pack) -> None:
+    # At the top of the run, and deep in the request's context (read by the fast path's
+    # typed decoding, then by the document parser that names the key).
+    run = json.dumps(BASIC["run"]).replace("{", '{"safety_mode": "reviewed", ', 1)
+    request = json.dumps(BASIC["request"]).replace('"context": {', '"context": {"x": 1, "x": 2, ', 1)
+    assert '"x": 1' in request
+    for changes in ({"run": run}, {"request": request.encode()}):
+        with pytest.raises(ctxpack.Unreadable) as info:
+            compile_basic(pack, **changes)
+        assert info.value.kind == "unparseable_input"
+        assert "is given twice" in info.value.details["error"]["message"]
+
+
 def test_missing_files_are_unreadable(tmp_path: Path) -> None:
     with pytest.raises(ctxpack.Unreadable) as info:
         ctxpack.Pack.load(tmp_path / "nope.json")
