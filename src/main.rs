@@ -80,7 +80,8 @@ enum Command {
     ///
     /// Exit codes: 0 built, 1 the pack has errors (or `--locked` and the lock would
     /// change), 2 a usage error (`-o FILE` for several packs), 3 unreadable input or
-    /// unwritable output, 4 a corrupt registry entry or an invalid registry location.
+    /// unwritable output, 4 a malformed `oci://` registry location (an import the
+    /// registry holds corrupt is an error in the pack, E0702: exit 1).
     Build(BuildArgs),
     /// Recompute an artifact's hash and refuse a mismatch or an unknown format.
     ///

@@ -69,6 +69,20 @@ fn build_json_errors() {
     let o = run(d, &["build", "--json-errors", "missing.ctxpack"]);
     assert_eq!(o.status.code(), Some(3));
     assert_eq!(json_error(&o)["kind"], "unreadable_input");
+    // A malformed `oci://` registry is the command's mistake (exit 4), not an E0702 on
+    // the pack's imports; so `build --help` says.
+    let o = run(
+        d,
+        &[
+            "build",
+            "--json-errors",
+            "--registry",
+            "oci://",
+            "broken.ctxpack",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(4));
+    assert_eq!(json_error(&o)["kind"], "invalid_registry_location");
     // Without the flag: prose, not JSON.
     let o = run(d, &["build", "broken.ctxpack"]);
     assert_eq!(o.status.code(), Some(1));

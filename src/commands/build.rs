@@ -79,6 +79,13 @@ pub fn run(args: &BuildArgs) -> i32 {
 type Failure = Box<(CliError, Option<FileReport>)>;
 
 fn execute(args: &BuildArgs, pack: &Path) -> Result<(), Failure> {
+    // A malformed `oci://` location is the command's mistake, not the pack's: exit 4
+    // before checking, rather than an E0702 on every import.
+    let root = crate::registry::root_for_pack(args.registry.as_deref(), pack);
+    if let Some(Err(reason)) = crate::registry::OciLocation::parse(&root.to_string_lossy()) {
+        let error = crate::registry::RegistryError::InvalidLocation(reason);
+        return Err(Box::new((super::publish::registry_error(&error), None)));
+    }
     let options = BuildOptions {
         registry: args.registry.clone(),
         locked: args.locked,

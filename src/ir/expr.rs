@@ -273,11 +273,16 @@ impl Checker<'_> {
                 typed(Ty::Bool, operation("and", logic))
             }
             ExprKind::Or(items) => {
+                // `not exists(x) or x > 5`: an operand of `or` is read only when the
+                // ones before it are false, so what their falsity proves present
+                // guards it.
+                let mut scope: Vec<String> = guards.to_vec();
                 let mut logic = Vec::with_capacity(items.len());
                 for item in items {
-                    let t = self.expr(item, guards);
+                    let t = self.expr(item, &scope);
                     self.expect_bool(&t.ty, item, "or");
                     logic.push(t.logic);
+                    collect_absences(item, &mut scope);
                 }
                 typed(Ty::Bool, operation("or", logic))
             }
@@ -766,6 +771,23 @@ fn null_tested<'e>(op: CmpOp, lhs: &'e Expr, rhs: &'e Expr) -> Option<&'e String
     }
 }
 
+/// The paths an operand of `or` proves present when it is false, for the operands
+/// after it: `not exists(x)`, `x == null`, and `or`s of those.
+fn collect_absences(e: &Expr, out: &mut Vec<String>) {
+    match &e.kind {
+        ExprKind::Not(inner) => collect_guards(inner, out),
+        ExprKind::Cmp {
+            op: CmpOp::Eq,
+            lhs,
+            rhs,
+            ..
+        } => out.extend(null_tested(CmpOp::Eq, lhs, rhs).cloned()),
+        ExprKind::Paren(inner) => collect_absences(inner, out),
+        ExprKind::Or(items) => items.iter().for_each(|i| collect_absences(i, out)),
+        _ => {}
+    }
+}
+
 /// The paths an operand of `and` proves present for the conjuncts after it.
 fn collect_guards(e: &Expr, out: &mut Vec<String>) {
     match &e.kind {
@@ -783,7 +805,6 @@ fn collect_guards(e: &Expr, out: &mut Vec<String>) {
     }
 }
 
-/// Does the condition read no field at all?
 /// Is the condition constant: it reads no field, or its value is decided whatever
 /// the fields it reads (`X or true`, `X and false`)?
 fn is_constant_condition(e: &Expr) -> bool {
@@ -816,6 +837,7 @@ fn decided_by(items: &[Expr], absorbing: bool) -> Option<bool> {
         .then_some(!absorbing)
 }
 
+/// Does the condition read no field at all?
 fn is_constant(e: &Expr) -> bool {
     match &e.kind {
         ExprKind::Path(_) | ExprKind::Exists(..) => false,
