@@ -563,6 +563,9 @@ fn import_conflicts_and_cycles() {
     // A diamond (b brings a's `shared` again, from the same origin) is no conflict.
     let diamond = "pack \"acme/x\" version \"1.0.0\" library\nimport \"acme/a\" version \"1.0.0\"\nimport \"acme/b\" version \"1.0.0\"\n";
     assert_eq!(codes(diamond), []);
+    // A local `shared` beside that diamond is one clash, not one per import.
+    let clash = format!("{diamond}{}", tool("shared"));
+    assert_eq!(codes(&clash), [("E0704".to_owned(), 4)]);
     // acme/a importing acme/b, which depends on acme/a: a cycle.
     let cycle = "pack \"acme/a\" version \"1.0.0\" library\nimport \"acme/b\" version \"1.0.0\"\n";
     assert_eq!(codes(cycle), [("E0705".to_owned(), 2)]);

@@ -46,6 +46,7 @@ pub fn build_unless<E>(
             file.items.iter().map(|it| names_declared(&it.kind)).sum(),
             Default::default(),
         ),
+        clashed: Default::default(),
     };
     b.header(file);
     stop()?;
@@ -94,6 +95,9 @@ struct Builder<'a> {
     diags: Vec<Diagnostic>,
     /// The first definition of each (kind, name), for duplicate reports.
     first: foldhash::HashMap<(SymbolKind, &'a str), Span>,
+    /// Imported items already reported as clashing (kind, name, provenance): an item
+    /// two imports bring in (a diamond) is one clash, not one per import.
+    clashed: std::collections::HashSet<(SymbolKind, &'a str, String)>,
 }
 
 /// How many names an item declares at most: room for them in the definition table.
@@ -422,6 +426,7 @@ impl<'a> Builder<'a> {
         if let Some(first) = self.first.get(&key).copied() {
             match self.pack.origins.get(&(kind, name.to_owned())) {
                 Some(existing) if existing == provenance => return true,
+                _ if !self.clashed.insert((kind, name, provenance.to_owned())) => return true,
                 existing => {
                     let other =
                         existing.map_or_else(|| "this pack".to_owned(), |e| format!("`{e}`"));
