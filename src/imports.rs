@@ -29,6 +29,48 @@ pub enum LoadError {
     /// `ctxpack.lock` pins the OCI manifest `locked`, and the version's tag now names
     /// `found`: refused before anything was pulled.
     Moved { locked: String, found: String },
+    /// The registry itself cannot be used: a malformed `oci://` location, an OCI
+    /// registry that cannot be reached, a directory that cannot be read.
+    Registry(String),
+}
+
+/// E0702 for an import that cannot be loaded: the registry itself cannot be read, or
+/// the artifact it holds does not verify.
+fn unloadable(name: &str, version: &str, span: Span, e: LoadError) -> Diagnostic {
+    let (message, label, help) = match e {
+        LoadError::Registry(m) => (
+            m,
+            "the registry cannot be read",
+            "check `--registry` (or `$CTXPACK_REGISTRY`): a directory, or `oci://HOST[:PORT]/NAMESPACE`",
+        ),
+        other => (
+            other.message(),
+            "invalid artifact in the registry",
+            "republishing cannot fix a version in place; publish a new version or restore the registry copy",
+        ),
+    };
+    Diagnostic::new(
+        "E0702",
+        span,
+        format!("import `{name}@{version}` cannot be loaded: {message}"),
+    )
+    .with_label(label)
+    .with_help(help)
+}
+
+impl LoadError {
+    /// What went wrong, for a diagnostic's message.
+    pub fn message(self) -> String {
+        match self {
+            LoadError::NotFound { available } => {
+                format!("not found (available: {})", available.join(", "))
+            }
+            LoadError::Invalid(m) | LoadError::Corrupt(m) | LoadError::Registry(m) => m,
+            LoadError::Moved { locked, found } => {
+                format!("the tag names `{found}`, the lock pins `{locked}`")
+            }
+        }
+    }
 }
 
 /// Where imports come from: the registry, or anything else that holds artifacts.
@@ -249,12 +291,9 @@ pub fn resolve(
                 out.unresolved = true;
                 continue;
             }
-            Err(LoadError::Invalid(message) | LoadError::Corrupt(message)) => {
-                out.diagnostics.push(
-                    Diagnostic::new("E0702", decl.name_span, format!("import `{}@{version}` cannot be loaded: {message}", decl.name))
-                        .with_label("invalid artifact in the registry")
-                        .with_help("republishing cannot fix a version in place; publish a new version or restore the registry copy"),
-                );
+            Err(e @ (LoadError::Registry(_) | LoadError::Invalid(_) | LoadError::Corrupt(_))) => {
+                out.diagnostics
+                    .push(unloadable(&decl.name, version, decl.name_span, e));
                 out.unresolved = true;
                 continue;
             }
@@ -353,6 +392,11 @@ impl PackSource for Registry {
                     .collect(),
             }),
             Err(e @ RegistryError::Corrupt { .. }) => Err(LoadError::Corrupt(e.to_string())),
+            Err(
+                e @ (RegistryError::InvalidLocation(_)
+                | RegistryError::Remote { .. }
+                | RegistryError::OciUnsupported(_)),
+            ) => Err(LoadError::Registry(e.to_string())),
             Err(e) => Err(LoadError::Invalid(e.to_string())),
         }
     }

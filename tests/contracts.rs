@@ -83,6 +83,35 @@ fn build_json_errors() {
     );
     assert_eq!(o.status.code(), Some(4));
     assert_eq!(json_error(&o)["kind"], "invalid_registry_location");
+    // `check` reports it on each import (E0702), saying that the registry is the
+    // problem, not the artifact.
+    write(
+        d,
+        "imports.ctxpack",
+        "pack \"acme/x\" version \"1.0.0\" library\nimport \"acme/lib\" version \"1.0.0\"\n",
+    );
+    let o = run(
+        d,
+        &[
+            "check",
+            "--format",
+            "json",
+            "--registry",
+            "oci://",
+            "imports.ctxpack",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let d0 = &report["diagnostics"][0];
+    assert_eq!(
+        (d0["code"].as_str(), d0["line"].as_u64()),
+        (Some("E0702"), Some(2))
+    );
+    assert_eq!(
+        d0["labels"][0]["message"], "the registry cannot be read",
+        "{d0}"
+    );
     // Without the flag: prose, not JSON.
     let o = run(d, &["build", "broken.ctxpack"]);
     assert_eq!(o.status.code(), Some(1));
