@@ -34,20 +34,19 @@ pub enum LoadError {
     Registry(String),
 }
 
-/// E0702 for an import that cannot be loaded: the registry itself cannot be read, or
-/// the artifact it holds does not verify.
-fn unloadable(name: &str, version: &str, span: Span, e: LoadError) -> Diagnostic {
-    let (message, label, help) = match e {
-        LoadError::Registry(m) => (
-            m,
+/// E0702 for an import that cannot be loaded: the registry itself cannot be read
+/// (`registry`), or the artifact it holds does not verify.
+fn unloadable(name: &str, version: &str, span: Span, message: &str, registry: bool) -> Diagnostic {
+    let (label, help) = if registry {
+        (
             "the registry cannot be read",
             "check `--registry` (or `$CTXPACK_REGISTRY`): a directory, or `oci://HOST[:PORT]/NAMESPACE`",
-        ),
-        other => (
-            other.message(),
+        )
+    } else {
+        (
             "invalid artifact in the registry",
             "republishing cannot fix a version in place; publish a new version or restore the registry copy",
-        ),
+        )
     };
     Diagnostic::new(
         "E0702",
@@ -56,21 +55,6 @@ fn unloadable(name: &str, version: &str, span: Span, e: LoadError) -> Diagnostic
     )
     .with_label(label)
     .with_help(help)
-}
-
-impl LoadError {
-    /// What went wrong, for a diagnostic's message.
-    pub fn message(self) -> String {
-        match self {
-            LoadError::NotFound { available } => {
-                format!("not found (available: {})", available.join(", "))
-            }
-            LoadError::Invalid(m) | LoadError::Corrupt(m) | LoadError::Registry(m) => m,
-            LoadError::Moved { locked, found } => {
-                format!("the tag names `{found}`, the lock pins `{locked}`")
-            }
-        }
-    }
 }
 
 /// Where imports come from: the registry, or anything else that holds artifacts.
@@ -291,9 +275,15 @@ pub fn resolve(
                 out.unresolved = true;
                 continue;
             }
-            Err(e @ (LoadError::Registry(_) | LoadError::Invalid(_) | LoadError::Corrupt(_))) => {
-                out.diagnostics
-                    .push(unloadable(&decl.name, version, decl.name_span, e));
+            Err(LoadError::Registry(message)) => {
+                let d = unloadable(&decl.name, version, decl.name_span, &message, true);
+                out.diagnostics.push(d);
+                out.unresolved = true;
+                continue;
+            }
+            Err(LoadError::Invalid(message) | LoadError::Corrupt(message)) => {
+                let d = unloadable(&decl.name, version, decl.name_span, &message, false);
+                out.diagnostics.push(d);
                 out.unresolved = true;
                 continue;
             }

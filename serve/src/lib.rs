@@ -35,6 +35,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use ctxpack::commands::compile::{render_output, CliError, Target};
 use ctxpack::registry::{PackRef, Registry, RegistryError};
+use ctxpack::runtime::document::Document;
 use ctxpack::runtime::{decode_inputs, CompileInputs, PreparedPack};
 use serde_json::Value;
 use tokio::sync::{OnceCell, Semaphore};
@@ -406,8 +407,6 @@ enum Inputs {
         memory: Option<Value>,
     },
 }
-
-use ctxpack::runtime::document::Document;
 
 fn fast_path(bytes: &Bytes) -> Option<CompileRequest> {
     let body = ctxpack::runtime::from_json_bytes::<ctxpack::runtime::Object<FastBody>>(bytes)?.0;

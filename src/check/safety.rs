@@ -267,13 +267,13 @@ fn approval_raises(pack: &Pack, diags: &mut Vec<Diagnostic>) {
     if raised.is_empty() {
         return;
     }
-    // Raised tool name → the intents that permit it.
-    let mut permitted_by: HashMap<&str, Vec<&crate::ir::IntentIr>> =
+    // Raised tool name → the intents that permit it, with their index in the pack.
+    let mut permitted_by: HashMap<&str, Vec<(usize, &crate::ir::IntentIr)>> =
         HashMap::with_capacity(raised.len());
-    for intent in &pack.intents {
+    for (k, intent) in pack.intents.iter().enumerate() {
         for t in &intent.tools {
             if let Some(name) = raised.get(t.name.as_ref()) {
-                permitted_by.entry(name).or_default().push(intent);
+                permitted_by.entry(name).or_default().push((k, intent));
             }
         }
     }
@@ -297,19 +297,18 @@ fn approval_raises(pack: &Pack, diags: &mut Vec<Diagnostic>) {
                     .get(r.name.as_ref())
                     .into_iter()
                     .flatten()
-                    .filter(|i| approval <= i.safety.ceiling() && raised > i.safety.ceiling())
-                    .filter(|i| {
+                    .filter(|(_, i)| approval <= i.safety.ceiling() && raised > i.safety.ceiling())
+                    .filter(|(k, _)| {
                         // An intent whose requests (in the mode it is written for)
                         // can never fire the policy is never affected by it.
                         let scopes =
                             scopes.get_or_insert_with(|| crate::analysis::firing_scopes(pack));
-                        let k = pack.intents.iter().position(|x| std::ptr::eq(x, **i));
                         let fires = scopes
                             .as_ref()
-                            .and_then(|s| s.get(p)?.as_ref()?.get(k?).copied());
+                            .and_then(|s| s.get(p)?.as_ref()?.get(*k).copied());
                         fires != Some(false)
                     })
-                    .map(|i| i.name.as_str())
+                    .map(|(_, i)| i.name.as_str())
                     .collect();
                 if !over.is_empty() {
                     let (noun, verb) = if over.len() == 1 {

@@ -79,22 +79,7 @@ impl Checker<'_> {
                     "compare the value, e.g. `ctx.count > 0`, or test presence with `exists(...)`",
                 ),
             );
-        } else if !failed
-            && is_constant_condition(expr)
-            && !matches!(expr.kind, ExprKind::Bool(true))
-        {
-            let decided = "a literal `true` or `false` decides the condition whatever the \
-                           fields hold: remove it, or write `when true` for a policy that always \
-                           applies"
-                .to_owned();
-            let (label, help) = match folded(expr) {
-                Some(true) if !is_constant(expr) => ("always true, whatever the fields", decided),
-                Some(false) if !is_constant(expr) => ("always false, whatever the fields", decided),
-                _ => (
-                    "reads no field",
-                    "write `when true` for a policy that always applies, or compare a `ctx`, `request` or `run` field".to_owned(),
-                ),
-            };
+        } else if let Some((label, help)) = constant_condition(expr).filter(|_| !failed) {
             self.diags.push(
                 Diagnostic::new(
                     "W0202",
@@ -805,10 +790,27 @@ fn collect_guards(e: &Expr, out: &mut Vec<String>) {
     }
 }
 
-/// Is the condition constant: it reads no field, or its value is decided whatever
-/// the fields it reads (`X or true`, `X and false`)?
-fn is_constant_condition(e: &Expr) -> bool {
-    is_constant(e) || folded(e).is_some()
+/// W0202's label and help for a constant condition other than `when true`: one that
+/// reads no field, or one whose value is decided whatever the fields it reads
+/// (`X or true`, `X and false`). `None` for any other condition.
+fn constant_condition(e: &Expr) -> Option<(&'static str, &'static str)> {
+    const DECIDED: &str = "a literal `true` or `false` decides the condition whatever the \
+                           fields hold: remove it, or write `when true` for a policy that \
+                           always applies";
+    if matches!(e.kind, ExprKind::Bool(true)) {
+        return None;
+    }
+    if is_constant(e) {
+        return Some((
+            "reads no field",
+            "write `when true` for a policy that always applies, or compare a `ctx`, \
+             `request` or `run` field",
+        ));
+    }
+    Some(match folded(e)? {
+        true => ("always true, whatever the fields", DECIDED),
+        false => ("always false, whatever the fields", DECIDED),
+    })
 }
 
 /// The value of a condition that `true` or `false` operands decide on their own:

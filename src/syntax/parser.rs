@@ -623,60 +623,55 @@ impl<'s> Driver<'s> {
         }
         let rest = &self.source[at.min(self.source.len())..];
         let escape = names.contains(&"`u{`") && at > 0 && self.source[..at].ends_with('\\');
-        let (span, found, help) = match mistaken_operator(rest, &names) {
-            Some((token, fix)) => (
+        // The span reported, the token found, the help, and where the token found is
+        // when the span is elsewhere.
+        let (span, found, help, found_at) = match (mistaken_operator(rest, &names), escape) {
+            (Some((token, fix)), _) => (
                 Span::new(at, at + token.len()),
                 format!("`{token}`"),
                 Some(fix.to_owned()),
+                None,
             ),
-            None if escape => (
+            (None, true) => (
                 span,
                 found,
                 Some(format!(
                     "`\\{}` is not an escape: strings know `\\\"`, `\\\\`, `\\n`, `\\t`, `\\u{{…}}` and `\\{{{{`. Write a backslash as `\\\\`: the regular expression `\\d` is the string `\"\\\\d\"`",
                     rest.chars().next().unwrap_or(' ')
                 )),
+                None,
             ),
-            None if self.missing_before_line_break(at, &names) => {
+            (None, false) => match self.missing_before_line_break(at, &names) {
                 // What is missing belongs at the end of the line before: point there,
                 // as rustc does (`pack "a/b"` and then `prompt` on the next line is
                 // a header without its version, on line 1), with the token found.
-                let end = previous_code_end(self.source, at);
-                self.diags.push(
-                    Diagnostic::new(
-                        "E0001",
-                        Span::new(end, end),
-                        format!("expected {expected_text}, found {found}"),
-                    )
-                    .with_label(format!("expected {expected_text}"))
-                    .with_secondary(span, format!("found {found}"))
-                    .with_help_opt(syntax_help(&names)),
-                );
-                return;
-            }
-            None => {
-                let mut help = syntax_help(&names);
-                // A misspelt item keyword: say which one.
-                let word = &self.source[span.start.min(self.source.len())..span.end.min(self.source.len())];
-                let near = crate::diagnostic::nearest(word, ITEM_KEYWORDS.iter().copied());
-                if let (Some(near), true) = (near, names.iter().any(|n| n.contains("an item"))) {
-                    help = help.map(|h| {
-                        let (first, rest) = h.split_at(h.chars().next().map_or(0, char::len_utf8));
-                        format!("did you mean `{near}`? {}{rest}", first.to_uppercase())
-                    });
+                Some(end) => (Span::new(end, end), found, syntax_help(&names), Some(span)),
+                None => {
+                    let mut help = syntax_help(&names);
+                    // A misspelt item keyword: say which one.
+                    let word = &self.source[span.start.min(self.source.len())..span.end.min(self.source.len())];
+                    let near = crate::diagnostic::nearest(word, ITEM_KEYWORDS.iter().copied());
+                    if let (Some(near), true) = (near, names.iter().any(|n| n.contains("an item"))) {
+                        help = help.map(|h| {
+                            let (first, rest) = h.split_at(h.chars().next().map_or(0, char::len_utf8));
+                            format!("did you mean `{near}`? {}{rest}", first.to_uppercase())
+                        });
+                    }
+                    (span, found, help, None)
                 }
-                (span, found, help)
-            }
+            },
         };
-        self.diags.push(
-            Diagnostic::new(
-                "E0001",
-                span,
-                format!("expected {expected_text}, found {found}"),
-            )
-            .with_label(format!("expected {expected_text}"))
-            .with_help_opt(help),
-        );
+        let mut diagnostic = Diagnostic::new(
+            "E0001",
+            span,
+            format!("expected {expected_text}, found {found}"),
+        )
+        .with_label(format!("expected {expected_text}"))
+        .with_help_opt(help);
+        if let Some(found_at) = found_at {
+            diagnostic = diagnostic.with_secondary(found_at, format!("found {found}"));
+        }
+        self.diags.push(diagnostic);
     }
 
     /// Is the token at `at` on a later line than the code before it, and not itself
@@ -684,20 +679,22 @@ impl<'s> Driver<'s> {
     /// Not where the code before is complete: where an item could start (a misspelt
     /// item keyword is the mistake) or a block could close (so could a field or an
     /// effect start: the word found is the mistake); nor when the word found is one
-    /// edit away from a keyword expected there.
-    fn missing_before_line_break(&self, at: usize, names: &[&str]) -> bool {
+    /// edit away from a keyword expected there. Returns where that code ends.
+    fn missing_before_line_break(&self, at: usize, names: &[&str]) -> Option<usize> {
         if at >= self.source.len() || names.iter().any(|n| n.contains("an item") || *n == "`}`") {
-            return false;
+            return None;
         }
         let end = previous_code_end(self.source, at);
         if !self.source[end..at].contains('\n') {
-            return false;
+            return None;
         }
         let word = &self.source[at..token_end(self.source, at)];
         let keywords = names
             .iter()
             .filter_map(|n| n.strip_prefix('`')?.strip_suffix('`'));
-        crate::diagnostic::nearest(word, keywords).is_none()
+        crate::diagnostic::nearest(word, keywords)
+            .is_none()
+            .then_some(end)
     }
 
     /// A `"""` that never closes reads as `""` (an empty string) followed by a stray
@@ -2065,7 +2062,6 @@ pub fn skip_string(src: &[u8], i: usize) -> usize {
     src.len()
 }
 
-/// The end of the token starting at `at`: a word, a string opener, or one character.
 /// Where the code before `at` ends: past whitespace, blank lines and `//` comments
 /// (at most a thousand lines back; `at` itself if there is no code before it).
 fn previous_code_end(source: &str, at: usize) -> usize {
@@ -2084,23 +2080,21 @@ fn previous_code_end(source: &str, at: usize) -> usize {
     at
 }
 
-/// A line without its `//` comment (a `//` inside a `"..."` string is no comment).
+/// A line without its `//` comment (a `//` inside a string is no comment).
 fn without_comment(line: &str) -> &str {
-    let mut in_string = false;
-    let mut escaped = false;
     let bytes = line.as_bytes();
-    for (i, &b) in bytes.iter().enumerate() {
-        match b {
-            _ if escaped => escaped = false,
-            b'\\' if in_string => escaped = true,
-            b'"' => in_string = !in_string,
-            b'/' if !in_string && bytes.get(i + 1) == Some(&b'/') => return &line[..i],
-            _ => {}
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => i = skip_string(bytes, i),
+            b'/' if bytes.get(i + 1) == Some(&b'/') => return &line[..i],
+            _ => i += 1,
         }
     }
     line
 }
 
+/// The end of the token starting at `at`: a word, a string opener, or one character.
 fn token_end(source: &str, at: usize) -> usize {
     let bytes = source.as_bytes();
     if at >= bytes.len() {
