@@ -2,6 +2,7 @@
 //! small builder below, then compiled through the public API.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use ctxpack::artifact::*;
 use ctxpack::runtime::*;
@@ -1280,14 +1281,14 @@ fn empty_ids_and_non_finite_scores_are_rejected() {
     assert_eq!(e.to_string(), "memory[0].id: id must not be empty");
     // JSON cannot spell NaN, YAML can: the library sees the decoded value.
     let mut inputs = inputs_with(|_, _, _, _| {}).unwrap();
-    inputs.evidence[1].score = f64::NAN;
+    Arc::make_mut(&mut inputs.evidence)[1].score = f64::NAN;
     let e = PreparedPack::new(pack())
         .unwrap()
         .compile(&inputs)
         .unwrap_err();
     assert_eq!(e.to_string(), "evidence[1].score: expected a finite number");
     let mut inputs = inputs_with(|_, _, _, _| {}).unwrap();
-    inputs.memory[0].score = f64::INFINITY;
+    Arc::make_mut(&mut inputs.memory)[0].score = f64::INFINITY;
     let e = PreparedPack::new(pack())
         .unwrap()
         .compile(&inputs)
@@ -1808,6 +1809,13 @@ fn a_warm_compile_shares_kept_texts_and_changes_no_byte() {
         .compile(&inputs_with(|_, _, _, _| {}).unwrap())
         .unwrap();
     assert_eq!(cold.canonical_bytes(), warm.canonical_bytes());
+    // The warm envelope copies the cached texts' JSON literals: still exactly what a
+    // general JSON serializer, which sees only the texts, writes.
+    assert_eq!(warm.canonical_bytes(), canonical_bytes(&warm.to_value()));
+    let (_, sealed) = prepared
+        .compile_canonical(&inputs_with(|_, _, _, _| {}).unwrap())
+        .unwrap();
+    assert_eq!(sealed, cold.canonical_bytes());
     let lanes = |cc: &CompiledContext| -> Vec<std::sync::Arc<str>> {
         cc.compiled_prompt
             .context_blocks

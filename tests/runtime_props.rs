@@ -191,6 +191,8 @@ proptest! {
         // Serialized once for the hash and the bytes: the same envelope, the same bytes.
         let (again, bytes) = pack.compile_canonical(&inputs).expect("it compiled once");
         prop_assert_eq!(&again, &cc);
+        // The second compile takes kept texts, and their JSON literals, from the cache.
+        prop_assert_eq!(&bytes, &canonical_bytes(&again.to_value()));
         prop_assert_eq!(bytes, cc.canonical_bytes());
         prop_assert!(b.allocations.values().sum::<u64>() <= b.available);
         prop_assert_eq!(b.available, b.total - b.fixed);

@@ -17,6 +17,13 @@ machine, and prints p50/p99 of each and the ratios:
 
 ctxpack's inputs are JSON bytes (the fast path: no conversion of Python objects); the
 rows marked "objects" pass the same inputs as dicts and lists for comparison.
+
+The token-cache-hit row passes the same `bytes` objects each time, as an agent's steps
+within one turn do: the pack reuses the evidence and memory it decoded from those very
+objects. Two more rows show what that saves: "equal bytes" passes an equal document in
+another object each time (the pack's document memo compares the bytes), and "new
+evidence" a different evidence document each time (decoded anew; its contents' token
+counts are still cached).
 """
 
 from __future__ import annotations
@@ -62,6 +69,13 @@ def alternate(n: int, fns: Dict[str, Callable[[], Any]]) -> Dict[str, Dict[str, 
     return {k: {"p50_ms": pct(v, 50), "p99_ms": pct(v, 99), "mean_ms": statistics.fmean(v)} for k, v in times.items()}
 
 
+def paired(
+    n: int, plain: Callable[[], Any], variants: Dict[str, Callable[[], Any]]
+) -> Dict[str, Dict[str, Dict[str, float]]]:
+    """For each variant, `alternate` of plain Python and that variant alone."""
+    return {name: alternate(n, {"plain": plain, name: fn}) for name, fn in variants.items()}
+
+
 def cold(runs: int, artifact: Path) -> Dict[str, float]:
     script = HERE / "benchmarks" / "cold.py"
     out: Dict[str, List[float]] = {"plain": [], "ctxpack": []}
@@ -87,6 +101,23 @@ def main() -> None:
     pack = ctxpack.Pack.from_bytes(artifact_bytes)
     raw = {k: (work / f"{k}.json").read_bytes() for k in INPUTS}
     objects = {k: json.loads(v) for k, v in raw.items()}
+    # Equal evidence in two objects, used in turn; and more distinct evidence documents
+    # (one score changed) than the document memo keeps, used in turn.
+    twins = [raw["evidence"], bytes(bytearray(raw["evidence"]))]
+    variants = []
+    for i in range(12):
+        items = json.loads(raw["evidence"])
+        items[0]["score"] = round(items[0]["score"] - (i + 1) * 1e-6, 9)
+        variants.append(json.dumps(items, indent=2).encode())
+    turn = {"twin": 0, "variant": 0}
+
+    def equal_bytes() -> bytes:
+        turn["twin"] ^= 1
+        return pack.compile(**{**raw, "evidence": twins[turn["twin"]]}).to_json()
+
+    def new_evidence() -> bytes:
+        turn["variant"] = (turn["variant"] + 1) % len(variants)
+        return pack.compile(**{**raw, "evidence": variants[turn["variant"]]}).to_json()
 
     def uncached() -> bytes:
         pack.clear_cache()
@@ -99,21 +130,22 @@ def main() -> None:
     counter.cache.clear()
     plain_python.assemble(w, counter.count_cached)
     pack.compile(**raw)
-    warm_cached = alternate(
+    # Each variant alternates with plain Python on its own, so that each always runs
+    # right after the other (whichever runs next finds the caches the other left).
+    warm_cached = paired(
         args.n,
+        lambda: plain_python.assemble(w, counter.count_cached),
         {
-            "plain": lambda: plain_python.assemble(w, counter.count_cached),
             "ctxpack": lambda: pack.compile(**raw).to_json(),
+            "ctxpack (equal bytes)": equal_bytes,
+            "ctxpack (new evidence)": new_evidence,
             "ctxpack (objects)": lambda: pack.compile(**objects).to_json(),
         },
     )
-    warm = alternate(
+    warm = paired(
         max(20, args.n // 4),
-        {
-            "plain": lambda: plain_python.assemble(w, counter.count),
-            "ctxpack": uncached,
-            "ctxpack (objects)": uncached_objects,
-        },
+        lambda: plain_python.assemble(w, counter.count),
+        {"ctxpack": uncached, "ctxpack (objects)": uncached_objects},
     )
     with tempfile.TemporaryDirectory() as tmp:
         artifact = Path(tmp) / "workload.json"
@@ -127,15 +159,17 @@ def main() -> None:
     record: Dict[str, Any] = {"n": args.n, "python": sys.version.split()[0], "ctxpack": ctxpack.__version__}
     lines = [f"{'figure':<28}{'plain p50/p99 ms':>20}{'ctxpack p50/p99 ms':>22}{'ratio':>8}{'target':>9}  met"]
     for title, figures, target in rows:
-        plain = figures["plain"]
-        for name in ("ctxpack", "ctxpack (objects)"):
-            ours = figures[name]
+        for name, pair in figures.items():
+            plain, ours = pair["plain"], pair[name]
             ratio = ours["p50_ms"] / plain["p50_ms"]
-            label = title if name == "ctxpack" else f"  {name[8:]}"
-            met = "yes" if ratio <= target else "no"
+            # The target is the headline's; the other rows show what the inputs cost.
+            headline = name == "ctxpack"
+            label = title if headline else f"  {name[8:]}"
+            met = ("yes" if ratio <= target else "no") if headline else ""
             lines.append(
                 f"{label:<28}{plain['p50_ms']:>9.3f} / {plain['p99_ms']:<8.3f}"
-                f"{ours['p50_ms']:>11.3f} / {ours['p99_ms']:<8.3f}{ratio:>8.3f}{target:>9.3f}  {met}"
+                f"{ours['p50_ms']:>11.3f} / {ours['p99_ms']:<8.3f}{ratio:>8.3f}"
+                f"{f'{target:.3f}' if headline else '':>9}  {met}"
             )
         record[title] = figures
     ratio = cold_ms["ctxpack"] / cold_ms["plain"]

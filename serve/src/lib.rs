@@ -421,8 +421,8 @@ fn fast_path(bytes: &Bytes) -> Option<CompileRequest> {
         inputs: Inputs::Decoded(Box::new(CompileInputs {
             run: body.run,
             request: body.request,
-            evidence: body.evidence,
-            memory: body.memory,
+            evidence: body.evidence.into(),
+            memory: body.memory.into(),
         })),
         target,
         model: body.model,

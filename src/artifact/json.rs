@@ -19,6 +19,9 @@
 //! declared in sorted order, `BTreeMap`s, and [`crate::artifact::canonical`] for free
 //! JSON values).
 
+use std::cell::RefCell;
+use std::sync::Arc;
+
 use serde::ser::{self, Impossible, Serialize};
 
 /// Where serialized bytes go.
@@ -391,6 +394,50 @@ fn put_integer<S: Sink + ?Sized>(out: &mut S, v: impl itoa::Integer) {
     out.put(itoa::Buffer::new().format(v).as_bytes());
 }
 
+/// A text with its JSON string literal (quotes included) made before: [`Serializer`]
+/// writes the literal instead of escaping the text again; every other serializer sees
+/// a newtype around the text, that is, the text.
+///
+/// serde hands a serializer the text alone, so the literal travels beside it: its
+/// `Serialize` puts the pair in a thread-local slot that [`Serializer`] takes from, and
+/// the literal is used only for the very text it was made from (the same allocation,
+/// which the slot keeps alive). Anything else finds the slot empty or not matching,
+/// and the text is escaped as usual.
+pub(crate) struct Literal<'a> {
+    pub text: &'a Arc<str>,
+    /// From [`literal`] of `text`.
+    pub json: &'a Arc<str>,
+}
+
+/// The newtype name by which [`Serializer`] recognises a [`Literal`].
+const LITERAL: &str = "$ctxpack::json::Literal";
+
+thread_local! {
+    /// The text and literal of the [`Literal`] being serialized on this thread.
+    static NEXT_LITERAL: RefCell<Option<(Arc<str>, Arc<str>)>> = const { RefCell::new(None) };
+}
+
+impl Serialize for Literal<'_> {
+    fn serialize<S: ser::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let pair = (Arc::clone(self.text), Arc::clone(self.json));
+        NEXT_LITERAL.with(|slot| *slot.borrow_mut() = Some(pair));
+        let result = s.serialize_newtype_struct(LITERAL, &**self.text);
+        NEXT_LITERAL.with(|slot| slot.borrow_mut().take());
+        result
+    }
+}
+
+/// The JSON string literal of `text`, quotes included, as [`Serializer`] writes it.
+pub(crate) fn literal(text: &str) -> Arc<str> {
+    let mut out = Vec::with_capacity(text.len() + text.len() / 16 + 2);
+    write_str(&mut out, text);
+    // Escaping keeps UTF-8 valid: it only replaces ASCII bytes with ASCII sequences.
+    match String::from_utf8(out) {
+        Ok(s) => Arc::from(s),
+        Err(_) => Arc::from(serde_json::to_string(text).unwrap_or_default()),
+    }
+}
+
 /// The serializer. Use [`to_sink`] or [`to_vec`].
 pub struct Serializer<'o, S: Sink> {
     out: &'o mut S,
@@ -502,9 +549,15 @@ impl<'a, 'o, S: Sink> ser::Serializer for &'a mut Serializer<'o, S> {
     }
     fn serialize_newtype_struct<T: Serialize + ?Sized>(
         self,
-        _: &'static str,
+        name: &'static str,
         value: &T,
     ) -> Result<(), Error> {
+        if name == LITERAL {
+            return value.serialize(MapKey {
+                out: self.out,
+                literal: true,
+            });
+        }
         value.serialize(self)
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
@@ -639,6 +692,7 @@ impl<S: Sink> ser::SerializeMap for Compound<'_, '_, S> {
         self.comma();
         key.serialize(MapKey {
             out: &mut *self.ser.out,
+            literal: false,
         })
     }
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
@@ -681,9 +735,11 @@ impl<S: Sink> ser::SerializeStructVariant for Compound<'_, '_, S> {
 }
 
 /// A map key: strings as they are; numbers and bools quoted, as serde_json writes
-/// them; anything else (and a non-finite float) is an error.
+/// them; anything else (and a non-finite float) is an error. With `literal`, the text
+/// of a [`Literal`] instead, written as its literal when the slot holds it.
 struct MapKey<'o, S: Sink> {
     out: &'o mut S,
+    literal: bool,
 }
 
 fn key_error() -> Error {
@@ -711,7 +767,18 @@ impl<S: Sink> ser::Serializer for MapKey<'_, S> {
     type SerializeStructVariant = Impossible<(), Error>;
 
     fn serialize_str(self, v: &str) -> Result<(), Error> {
-        write_str(self.out, v);
+        let known = self
+            .literal
+            .then(|| NEXT_LITERAL.with(|slot| slot.borrow_mut().take()));
+        match known.flatten() {
+            // The very text the literal was made from.
+            Some((text, json))
+                if std::ptr::eq(text.as_ptr(), v.as_ptr()) && text.len() == v.len() =>
+            {
+                self.out.put(json.as_bytes());
+            }
+            _ => write_str(self.out, v),
+        }
         Ok(())
     }
     fn serialize_char(self, v: char) -> Result<(), Error> {
@@ -926,6 +993,46 @@ mod tests {
         assert!(to_vec(&m).is_err());
     }
 
+    /// A literal is used only for the very text it was made from, and never outlives
+    /// the `Literal` that carried it.
+    #[test]
+    fn a_literal_is_used_for_its_own_text_only() {
+        let text: Arc<str> = Arc::from("a \"quoted\"\nline");
+        let wrong: Arc<str> = Arc::from("\"not this\"");
+        // A literal that does not belong to the text is not copied.
+        let mismatched = Literal {
+            text: &text,
+            json: &wrong,
+        };
+        // Same text, another allocation: the slot's text is not this one.
+        let copy: Arc<str> = Arc::from(&*text);
+        NEXT_LITERAL
+            .with(|slot| *slot.borrow_mut() = Some((Arc::clone(&copy), Arc::clone(&wrong))));
+        let mut out = Vec::new();
+        let key = MapKey {
+            out: &mut out,
+            literal: true,
+        };
+        let _ = ser::Serializer::serialize_str(key, &text);
+        assert_eq!(out, serde_json::to_vec(&*text).unwrap());
+        // The slot is taken by the serializer, and emptied after serde_json saw it.
+        assert!(NEXT_LITERAL.with(|slot| slot.borrow().is_none()));
+        assert_eq!(
+            serde_json::to_string(&mismatched).unwrap(),
+            serde_json::to_string(&*text).unwrap()
+        );
+        assert!(NEXT_LITERAL.with(|slot| slot.borrow().is_none()));
+        let right = literal(&text);
+        let matched = Literal {
+            text: &text,
+            json: &right,
+        };
+        assert_eq!(
+            to_vec(&matched).unwrap(),
+            serde_json::to_vec(&*text).unwrap()
+        );
+    }
+
     #[test]
     fn hash_sink_hashes_the_bytes() {
         let value = json!({"text": "x".repeat(100_000), "n": [1, 2, 3]});
@@ -975,6 +1082,17 @@ mod tests {
             to_sink(&strings, &mut sink).expect("serializes");
             let bytes = to_vec(&strings).expect("serializes");
             prop_assert_eq!(sink.finalize(), blake3::hash(&bytes));
+        }
+
+        #[test]
+        fn a_literal_is_the_string_serde_json_writes(s in any::<String>(), ascii in "[\\x00-\\x7f]{0,64}") {
+            let text: Arc<str> = Arc::from(s + &ascii);
+            let json = literal(&text);
+            prop_assert_eq!(json.as_bytes(), serde_json::to_vec(&*text).expect("serializes"));
+            // Ours copies the literal; serde_json sees the text.
+            let lit = Literal { text: &text, json: &json };
+            prop_assert_eq!(to_vec(&[&lit]).expect("serializes"), serde_json::to_vec(&[&*text]).expect("serializes"));
+            prop_assert_eq!(serde_json::to_vec(&lit).expect("serializes"), serde_json::to_vec(&*text).expect("serializes"));
         }
 
         #[test]

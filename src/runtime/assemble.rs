@@ -40,7 +40,7 @@ use super::error::CompileError;
 use super::inputs::CompileInputs;
 use super::memo::Contents;
 use super::policy::PolicyOutcome;
-use super::shared::{BlockSource, ContextBlock, Diagnostic, Role, StaticText, Trust};
+use super::shared::{BlockSource, ContextBlock, Diagnostic, JsonText, Role, StaticText, Trust};
 use super::template;
 use super::tools::{PreparedTool, ToolSurface};
 
@@ -750,17 +750,18 @@ fn fill<'c, 'a: 'c>(
         }
         // The count, from the pre-count or the cache, or by building and counting the
         // text; the text itself is built only when neither has it and the block is kept.
-        let (tokens, text) = match c.fixed {
-            Some((text, Some(n))) => (n, Some(Arc::clone(text))),
+        // A text from the cache comes with its JSON literal.
+        let (tokens, text, json) = match c.fixed {
+            Some((text, Some(n))) => (n, Some(Arc::clone(text)), None),
             _ => {
                 c.write_key(counter, buf);
                 match counter.cached(&buf.key) {
-                    Some(hit) => (hit.tokens, hit.text),
+                    Some(hit) => (hit.tokens, hit.text, hit.json),
                     None => {
                         let text = c.shared_text(counter);
                         let n = counter.tokenize(&text);
                         counter.store(&buf.key, n, (n <= remaining).then_some(&text));
-                        (n, Some(text))
+                        (n, Some(text), None)
                     }
                 }
             }
@@ -774,8 +775,10 @@ fn fill<'c, 'a: 'c>(
                 text
             });
             outcome(c, true, false);
-            f.kept
-                .push((c.turn.map(|t| t.0), block(plan, c, text, tokens, false)));
+            f.kept.push((
+                c.turn.map(|t| t.0),
+                block(plan, c, (text, json), tokens, false),
+            ));
             continue;
         }
         match plan.overflow {
@@ -802,7 +805,7 @@ fn fill<'c, 'a: 'c>(
                         outcome(c, true, true);
                         f.kept.push((
                             c.turn.map(|t| t.0),
-                            block(plan, c, Arc::from(text), tokens, true),
+                            block(plan, c, (Arc::from(text), None), tokens, true),
                         ));
                     }
                     None => {
@@ -816,10 +819,11 @@ fn fill<'c, 'a: 'c>(
     Ok(f)
 }
 
+/// A kept block; `text` comes with its JSON literal when the cache has it.
 fn block(
     plan: &BucketPlan<'_>,
     c: &Candidate<'_>,
-    text: Arc<str>,
+    (text, json): (Arc<str>, Option<Arc<str>>),
     tokens: usize,
     truncated: bool,
 ) -> ContextBlock {
@@ -839,6 +843,7 @@ fn block(
         truncated,
         text,
         turn: c.turn.map(|(_, role)| role),
+        json: JsonText(json),
     }
 }
 

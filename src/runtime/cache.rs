@@ -18,8 +18,9 @@
 //! hash only picks the slot.
 //!
 //! An entry holds the count and, once the block has been kept, its text as an
-//! `Arc<str>` that the envelope shares: a warm compile neither redacts, escapes nor
-//! copies the blocks it keeps. The cache is bounded by the bytes it holds (material
+//! `Arc<str>` that the envelope shares, with its JSON string literal: a warm compile
+//! neither redacts, escapes nor copies the blocks it keeps, and the canonical envelope
+//! copies the literal instead of escaping the text again. The cache is bounded by the bytes it holds (material
 //! plus texts); an insertion that would exceed the bound clears it first (no recency
 //! tracking, so a hit stays one lookup).
 
@@ -28,6 +29,7 @@ use std::sync::Arc;
 
 use foldhash::fast::RandomState;
 
+use crate::artifact::json;
 use crate::tokens::Tokenizer;
 
 /// Bytes held at most, by default.
@@ -39,6 +41,8 @@ pub(crate) struct Cached {
     pub tokens: usize,
     /// The text, once a compile has kept the block.
     pub text: Option<Arc<str>>,
+    /// That text as a JSON string literal (made once, when it is stored).
+    pub json: Option<Arc<str>>,
 }
 
 /// Key material → count and text, bounded by bytes.
@@ -81,14 +85,18 @@ impl BlockCache {
     /// Records the count of `key` and, if given, its text (an entry that has a text
     /// keeps it).
     pub fn insert(&mut self, key: &[u8], tokens: usize, text: Option<&Arc<str>>) {
-        let text_len = text.map_or(0, |t| t.len());
+        let known = self.map.get(key).map(|entry| entry.text.is_some());
+        if known == Some(true) || (known == Some(false) && text.is_none()) {
+            return;
+        }
+        // The text and its literal, counted together.
+        let json = text.map(|t| json::literal(t));
+        let text_len = text.map_or(0, |t| t.len()) + json.as_ref().map_or(0, |j| j.len());
         if let Some(entry) = self.map.get_mut(key) {
-            if entry.text.is_none() && text.is_some() {
-                if self.bytes + text_len > self.capacity_bytes {
-                    return;
-                }
+            if self.bytes + text_len <= self.capacity_bytes {
                 self.bytes += text_len;
                 entry.text = text.cloned();
+                entry.json = json;
             }
             return;
         }
@@ -105,6 +113,7 @@ impl BlockCache {
             Cached {
                 tokens,
                 text: text.cloned(),
+                json,
             },
         );
     }
@@ -200,7 +209,9 @@ mod tests {
         cache.insert(b"k1", 3, Some(&text));
         let hit = cache.get(b"k1").expect("a hit");
         assert_eq!((hit.tokens, hit.text.as_deref()), (3, Some("hello")));
-        assert_eq!(cache.bytes(), 7);
+        assert_eq!(hit.json.as_deref(), Some("\"hello\""));
+        // The key, the text and its literal.
+        assert_eq!(cache.bytes(), 2 + 5 + 7);
         assert!(cache.get(b"k2").is_none());
         assert_eq!(cache.stats(), (1, 1));
         // Larger than the whole bound: never kept.

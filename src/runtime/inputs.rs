@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::artifact::{SafetyMode, Tokenizer};
 
 use super::error::CompileError;
+use super::shared::HashSlot;
 pub use super::shared::Role;
 
 /// Everything one compile consumes besides the pack.
@@ -26,10 +27,12 @@ pub struct CompileInputs {
     pub run: RunContext,
     #[serde(deserialize_with = "object")]
     pub request: InvokeRequest,
-    #[serde(default, deserialize_with = "objects")]
-    pub evidence: Vec<Evidence>,
-    #[serde(default, deserialize_with = "objects")]
-    pub memory: Vec<MemoryItem>,
+    /// Shared: a list decoded once can serve many compiles (see
+    /// [`crate::runtime::PreparedPack::decode_json_inputs`]).
+    #[serde(default, deserialize_with = "shared_objects")]
+    pub evidence: Arc<[Evidence]>,
+    #[serde(default, deserialize_with = "shared_objects")]
+    pub memory: Arc<[MemoryItem]>,
 }
 
 /// Who is running, in which safety mode, with which permissions and budget.
@@ -125,6 +128,9 @@ pub struct Evidence {
     pub score: f64,
     #[serde(default, deserialize_with = "null_as_default")]
     pub hops: u32,
+    /// The BLAKE3 of `content`, once a compile has needed it.
+    #[serde(skip)]
+    pub(crate) hash: HashSlot,
 }
 
 /// One item of promoted memory, untrusted.
@@ -138,6 +144,9 @@ pub struct MemoryItem {
     pub promoted: Option<bool>,
     #[serde(default, deserialize_with = "null_as_default")]
     pub score: f64,
+    /// The BLAKE3 of `content`, once a compile has needed it.
+    #[serde(skip)]
+    pub(crate) hash: HashSlot,
 }
 
 /// A struct read from a JSON object only. serde's derived impls also fill a struct
@@ -202,6 +211,15 @@ where
     Ok(items.into_iter().map(|o| o.0).collect())
 }
 
+/// [`objects`] as a shared list.
+pub fn shared_objects<'de, D, T>(d: D) -> Result<Arc<[T]>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    objects(d).map(Arc::from)
+}
+
 fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
 where
     D: serde::Deserializer<'de>,
@@ -227,8 +245,8 @@ pub fn decode_inputs(
     Ok(CompileInputs {
         run,
         request,
-        evidence,
-        memory,
+        evidence: evidence.into(),
+        memory: memory.into(),
     })
 }
 
@@ -244,25 +262,39 @@ pub fn decode_json_inputs(
     evidence: Option<&[u8]>,
     memory: Option<&[u8]>,
 ) -> Option<CompileInputs> {
-    /// A list document read as a member with `deserialize_with = "objects"` is.
+    decode_json_with_lists(run, request, json_list(evidence), json_list(memory))
+}
+
+/// [`decode_json_inputs`] of the run and the request, with the evidence and memory
+/// lists the caller decoded (or `None` when they did not decode).
+pub fn decode_json_with_lists(
+    run: &[u8],
+    request: &[u8],
+    evidence: Option<Arc<[Evidence]>>,
+    memory: Option<Arc<[MemoryItem]>>,
+) -> Option<CompileInputs> {
+    Some(CompileInputs {
+        run: from_json_bytes::<Object<_>>(run)?.0,
+        request: from_json_bytes::<Object<_>>(request)?.0,
+        evidence: evidence?,
+        memory: memory?,
+    })
+}
+
+/// A list document (evidence or memory) from JSON bytes, read as a member with
+/// `deserialize_with = "objects"` is; absent is the empty list. `None` on any failure.
+pub(crate) fn json_list<T: for<'de> Deserialize<'de>>(bytes: Option<&[u8]>) -> Option<Arc<[T]>> {
+    /// The document as a whole, read through [`objects`].
     struct Objects<T>(Vec<T>);
     impl<'de, T: Deserialize<'de>> Deserialize<'de> for Objects<T> {
         fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
             objects(d).map(Objects)
         }
     }
-    fn list<T: for<'de> Deserialize<'de>>(bytes: Option<&[u8]>) -> Option<Vec<T>> {
-        match bytes {
-            None => Some(Vec::new()),
-            Some(b) => from_json_bytes::<Objects<T>>(b).map(|o| o.0),
-        }
+    match bytes {
+        None => Some(Arc::from([])),
+        Some(b) => from_json_bytes::<Objects<T>>(b).map(|o| o.0.into()),
     }
-    Some(CompileInputs {
-        run: from_json_bytes::<Object<_>>(run)?.0,
-        request: from_json_bytes::<Object<_>>(request)?.0,
-        evidence: list(evidence)?,
-        memory: list(memory)?,
-    })
 }
 
 /// Decodes one JSON document from bytes, or `None` on any failure. The bytes are

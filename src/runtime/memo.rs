@@ -25,13 +25,14 @@
 //! Each hash is kept with its envelope form, `blake3:<hex>`, which the ledger and the
 //! turn ids share rather than format anew.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use foldhash::fast::RandomState;
 
-use super::inputs::CompileInputs;
+use super::inputs::{CompileInputs, Evidence, MemoryItem};
+pub use super::shared::{ContentHash, HashSlot};
 
 /// Contents remembered per sample, at most.
 const SLOT_ENTRIES: usize = 4;
@@ -42,23 +43,20 @@ const WINDOW: usize = 32;
 /// Content bytes held at most, by default (contents are stored once each).
 pub const DEFAULT_MEMO_BYTES: usize = 64 << 20;
 
-/// The BLAKE3 of a content, and the same as the envelope writes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContentHash {
-    pub hash: blake3::Hash,
-    /// `blake3:<hex>`.
-    pub text: Arc<str>,
-}
-
-impl ContentHash {
-    /// Hashes `content`.
-    pub fn of(content: &str) -> ContentHash {
-        let hash = blake3::hash(content.as_bytes());
-        ContentHash {
-            text: Arc::from(super::shared::Blake3Text::new(&hash).as_str()),
-            hash,
-        }
+/// The hash of a sample of `b`: its length and head, middle and tail windows (all of it
+/// when shorter).
+fn sample(sampler: &RandomState, b: &[u8]) -> u64 {
+    if b.len() <= 3 * WINDOW {
+        return sampler.hash_one(b);
     }
+    let mid = b.len() / 2 - WINDOW / 2;
+    let windows = (
+        b.len(),
+        b.get(..WINDOW),
+        b.get(mid..mid + WINDOW),
+        b.get(b.len() - WINDOW..),
+    );
+    sampler.hash_one(windows)
 }
 
 /// Content → BLAKE3, bounded by total content bytes.
@@ -91,20 +89,8 @@ impl HashMemo {
         }
     }
 
-    /// The hash of `content`'s sample: its length and head, middle and tail windows.
     fn sample(&self, content: &str) -> u64 {
-        let b = content.as_bytes();
-        if b.len() <= 3 * WINDOW {
-            return self.sampler.hash_one(b);
-        }
-        let mid = b.len() / 2 - WINDOW / 2;
-        let windows = (
-            b.len(),
-            b.get(..WINDOW),
-            b.get(mid..mid + WINDOW),
-            b.get(b.len() - WINDOW..),
-        );
-        self.sampler.hash_one(windows)
+        sample(&self.sampler, content.as_bytes())
     }
 
     /// The remembered hash of `content`.
@@ -160,29 +146,44 @@ impl HashMemo {
     }
 }
 
-/// The BLAKE3 of each of `contents`, in order, from `memo` where it knows them.
+/// The BLAKE3 of each of `contents`, in order: from its slot where one is filled, else
+/// from `memo` where it knows the content, else computed (and then kept in both).
 ///
-/// The memo is locked twice (to look up, then to record what was missing) and never
-/// while hashing, so concurrent compiles only contend for map operations.
+/// The memo is locked at most twice (to look up, then to record what was missing) and
+/// never while hashing, so concurrent compiles only contend for map operations; a
+/// compile whose every slot is filled does not lock it at all.
 fn hash_all<'a>(
     memo: &std::sync::Mutex<HashMemo>,
-    contents: impl Iterator<Item = &'a str> + Clone,
+    contents: impl Iterator<Item = (&'a str, Option<&'a HashSlot>)> + Clone,
 ) -> Vec<ContentHash> {
     let known: Vec<Option<ContentHash>> = {
-        let memo = memo
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        contents.clone().map(|c| memo.get(c)).collect()
+        let mut locked = None;
+        contents
+            .clone()
+            .map(|(c, slot)| match slot.and_then(|s| s.0.get()) {
+                Some(hash) => Some(hash.clone()),
+                None => locked
+                    .get_or_insert_with(|| {
+                        memo.lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    })
+                    .get(c),
+            })
+            .collect()
     };
     let mut fresh = Vec::new();
     let hashes: Vec<ContentHash> = contents
         .zip(known)
-        .map(|(c, known)| {
-            known.unwrap_or_else(|| {
+        .map(|((c, slot), known)| {
+            let hash = known.unwrap_or_else(|| {
                 let h = ContentHash::of(c);
                 fresh.push((c, h.clone()));
                 h
-            })
+            });
+            if let Some(slot) = slot {
+                slot.0.get_or_init(|| hash.clone());
+            }
+            hash
         })
         .collect();
     if !fresh.is_empty() {
@@ -216,9 +217,20 @@ impl Contents {
             inputs
                 .evidence
                 .iter()
-                .map(|e| e.content.as_str())
-                .chain(inputs.memory.iter().map(|m| m.content.as_str()))
-                .chain(inputs.request.history.iter().map(|t| t.content.as_str())),
+                .map(|e| (e.content.as_str(), Some(&e.hash)))
+                .chain(
+                    inputs
+                        .memory
+                        .iter()
+                        .map(|m| (m.content.as_str(), Some(&m.hash))),
+                )
+                .chain(
+                    inputs
+                        .request
+                        .history
+                        .iter()
+                        .map(|t| (t.content.as_str(), None)),
+                ),
         );
         let turns = evidence.split_off(inputs.evidence.len() + inputs.memory.len());
         let memory = evidence.split_off(inputs.evidence.len());
@@ -228,6 +240,193 @@ impl Contents {
             turns,
         }
     }
+}
+
+/// Documents of each kind remembered, at most.
+const DOCUMENTS: usize = 8;
+
+/// Samples of documents seen once, remembered per kind, at most.
+const SEEN: usize = 32;
+
+/// JSON bytes of remembered documents, at most, by default (over both kinds).
+pub const DEFAULT_DOCUMENT_BYTES: usize = 32 << 20;
+
+/// Evidence and memory lists decoded from JSON text, remembered by their exact bytes.
+///
+/// A host that sends the same evidence document again (an agent's steps within one
+/// turn share its retrieval result; memory changes rarely) gets the list decoded the
+/// first time, with the contents' hashes that compile kept in its items
+/// ([`HashSlot`]), instead of parsing hundreds of kilobytes anew. A lookup compares
+/// the bytes in full with the few remembered documents of that kind (a length check,
+/// then one `memcmp`), so a hit is always the list those very bytes decode to.
+///
+/// A document is kept only the second time it is seen: the first time only a sample
+/// of it is noted (as in [`HashMemo`]), so a host that never repeats a document pays
+/// no copy. At most eight documents of each kind and `capacity_bytes` of their
+/// JSON are held; the least recently used goes first. Like the other caches, it
+/// changes how fast a result comes, never the result.
+#[derive(Debug)]
+pub struct DocumentMemo {
+    evidence: Recent<Evidence>,
+    memory: Recent<MemoryItem>,
+    sampler: RandomState,
+    capacity_bytes: usize,
+}
+
+impl Default for DocumentMemo {
+    fn default() -> Self {
+        DocumentMemo::with_capacity_bytes(DEFAULT_DOCUMENT_BYTES)
+    }
+}
+
+/// A document's JSON bytes and the list they decode to.
+type Document<T> = (Box<[u8]>, Arc<[T]>);
+
+/// The remembered documents of one kind.
+#[derive(Debug)]
+pub(crate) struct Recent<T> {
+    /// Bytes and decoded list, least recently used first.
+    entries: VecDeque<Document<T>>,
+    /// Samples of documents seen once and not kept, oldest first.
+    seen: VecDeque<u64>,
+}
+
+impl<T> Default for Recent<T> {
+    fn default() -> Self {
+        Recent {
+            entries: VecDeque::new(),
+            seen: VecDeque::new(),
+        }
+    }
+}
+
+impl<T> Recent<T> {
+    /// The list `bytes` decoded to before, now the most recently used.
+    fn get(&mut self, bytes: &[u8]) -> Option<Arc<[T]>> {
+        let at = self
+            .entries
+            .iter()
+            .position(|(known, _)| **known == *bytes)?;
+        let entry = self.entries.remove(at)?;
+        let list = Arc::clone(&entry.1);
+        self.entries.push_back(entry);
+        Some(list)
+    }
+
+    /// Notes a document of sample `sample` that decoded to `list`: kept if a document
+    /// of that sample was seen before, else only its sample is noted.
+    fn offer(&mut self, sample: u64, bytes: &[u8], list: &Arc<[T]>) {
+        if let Some(at) = self.seen.iter().position(|s| *s == sample) {
+            self.seen.remove(at);
+            self.entries.push_back((bytes.into(), Arc::clone(list)));
+        } else {
+            if self.seen.len() == SEEN {
+                self.seen.pop_front();
+            }
+            self.seen.push_back(sample);
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        self.entries.iter().map(|(b, _)| b.len()).sum()
+    }
+}
+
+/// One kind of list the memo keeps.
+pub(crate) trait Remembered: Sized {
+    fn recent(memo: &mut DocumentMemo) -> &mut Recent<Self>;
+}
+
+impl Remembered for Evidence {
+    fn recent(memo: &mut DocumentMemo) -> &mut Recent<Evidence> {
+        &mut memo.evidence
+    }
+}
+
+impl Remembered for MemoryItem {
+    fn recent(memo: &mut DocumentMemo) -> &mut Recent<MemoryItem> {
+        &mut memo.memory
+    }
+}
+
+impl DocumentMemo {
+    /// An empty memo that holds at most `capacity_bytes` of JSON.
+    pub fn with_capacity_bytes(capacity_bytes: usize) -> Self {
+        DocumentMemo {
+            evidence: Recent::default(),
+            memory: Recent::default(),
+            sampler: RandomState::default(),
+            capacity_bytes,
+        }
+    }
+
+    /// JSON bytes held (over both kinds).
+    pub fn bytes(&self) -> usize {
+        self.evidence.bytes() + self.memory.bytes()
+    }
+
+    /// Documents held (over both kinds).
+    pub fn len(&self) -> usize {
+        self.evidence.entries.len() + self.memory.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Forgets everything.
+    pub fn clear(&mut self) {
+        *self = DocumentMemo::with_capacity_bytes(self.capacity_bytes);
+    }
+
+    /// Makes room for `incoming` more bytes of `T` documents: the least recently used
+    /// go, those of the other kind only when this kind has none left.
+    fn make_room<T: Remembered>(&mut self, incoming: usize) {
+        while T::recent(self).entries.len() >= DOCUMENTS
+            || (self.bytes() + incoming > self.capacity_bytes && !self.is_empty())
+        {
+            let own = T::recent(self);
+            if own.entries.pop_front().is_none() {
+                self.evidence.entries.pop_front();
+                self.memory.entries.pop_front();
+            }
+        }
+    }
+}
+
+/// The list a JSON document of evidence or memory decodes to, through `memo`; absent is
+/// the empty list, `None` any failure (as [`super::inputs::decode_json_inputs`]).
+/// The memo is not locked while decoding.
+pub(crate) fn decode_list<T>(
+    memo: &std::sync::Mutex<DocumentMemo>,
+    bytes: Option<&[u8]>,
+) -> Option<Arc<[T]>>
+where
+    T: Remembered + for<'de> serde::Deserialize<'de>,
+{
+    let Some(bytes) = bytes else {
+        return Some(Arc::from([]));
+    };
+    let lock = || {
+        memo.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    let sample = {
+        let mut memo = lock();
+        if let Some(list) = T::recent(&mut memo).get(bytes) {
+            return Some(list);
+        }
+        sample(&memo.sampler, bytes)
+    };
+    let list = super::inputs::json_list::<T>(Some(bytes))?;
+    let mut memo = lock();
+    if bytes.len() <= memo.capacity_bytes / 4 {
+        if T::recent(&mut memo).seen.contains(&sample) {
+            memo.make_room::<T>(bytes.len());
+        }
+        T::recent(&mut memo).offer(sample, bytes, &list);
+    }
+    Some(list)
 }
 
 #[cfg(test)]
@@ -240,7 +439,7 @@ mod tests {
         let memo = Mutex::new(HashMemo::default());
         let contents = ["alpha", "beta", "alpha", ""];
         for _ in 0..2 {
-            let got = hash_all(&memo, contents.iter().copied());
+            let got = hash_all(&memo, contents.iter().map(|c| (*c, None)));
             let want: Vec<_> = contents
                 .iter()
                 .map(|c| {
@@ -283,10 +482,126 @@ mod tests {
         }
         let hashes = hash_all(
             &std::sync::Mutex::new(memo),
-            contents.iter().map(String::as_str),
+            contents.iter().map(|c| (c.as_str(), None)),
         );
         let want: Vec<_> = contents.iter().map(|c| ContentHash::of(c)).collect();
         assert_eq!(hashes, want);
+    }
+
+    fn evidence_json(contents: &[&str]) -> Vec<u8> {
+        let items: Vec<_> = contents
+            .iter()
+            .enumerate()
+            .map(|(i, c)| serde_json::json!({"id": format!("e{i}"), "source": "kb://x", "content": c}))
+            .collect();
+        serde_json::to_vec(&items).unwrap()
+    }
+
+    #[test]
+    fn a_document_is_kept_when_seen_again_and_then_shared() {
+        let memo = Mutex::new(DocumentMemo::default());
+        let doc = evidence_json(&["alpha", "beta"]);
+        let fresh = crate::runtime::inputs::json_list::<Evidence>(Some(&doc)).unwrap();
+        let first = decode_list::<Evidence>(&memo, Some(&doc)).unwrap();
+        // Seen once: only its sample is noted, nothing is copied.
+        assert_eq!(memo.lock().unwrap().len(), 0);
+        let second = decode_list::<Evidence>(&memo, Some(&doc)).unwrap();
+        assert_eq!(memo.lock().unwrap().len(), 1);
+        assert_eq!(memo.lock().unwrap().bytes(), doc.len());
+        let third = decode_list::<Evidence>(&memo, Some(&doc)).unwrap();
+        // The third compile shares the list the second one decoded.
+        assert!(Arc::ptr_eq(&second, &third));
+        assert!(!Arc::ptr_eq(&first, &second));
+        for list in [&first, &second, &third] {
+            assert_eq!(**list, *fresh);
+        }
+        // Memory documents are another kind: the same bytes are no evidence hit.
+        let memory = br#"[{"id": "m", "content": "x", "promoted": true}]"#;
+        for _ in 0..3 {
+            let m = decode_list::<MemoryItem>(&memo, Some(memory)).unwrap();
+            assert_eq!(m[0].content, "x");
+        }
+        assert_eq!(memo.lock().unwrap().len(), 2);
+        // Absent is empty; a failure is `None` and remembers nothing.
+        assert!(decode_list::<Evidence>(&memo, None).unwrap().is_empty());
+        for _ in 0..3 {
+            assert!(decode_list::<Evidence>(&memo, Some(b"[{\"id\": 1}]")).is_none());
+        }
+        assert_eq!(memo.lock().unwrap().len(), 2);
+        memo.lock().unwrap().clear();
+        assert!(memo.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn look_alike_documents_are_compared_in_full() {
+        let memo = Mutex::new(DocumentMemo::default());
+        // Same length, head, middle and tail: one sample.
+        let a = evidence_json(&[&("x".repeat(100) + "a" + &"x".repeat(100)), "same"]);
+        let b = evidence_json(&[&("x".repeat(100) + "b" + &"x".repeat(100)), "same"]);
+        assert_eq!(a.len(), b.len());
+        for _ in 0..3 {
+            for doc in [&a, &b] {
+                let got = decode_list::<Evidence>(&memo, Some(doc)).unwrap();
+                let want = crate::runtime::inputs::json_list::<Evidence>(Some(doc)).unwrap();
+                assert_eq!(*got, *want);
+            }
+        }
+    }
+
+    #[test]
+    fn documents_are_bounded_in_number_and_bytes() {
+        let memo = Mutex::new(DocumentMemo::with_capacity_bytes(4096));
+        let docs: Vec<Vec<u8>> = (0..DOCUMENTS + 3)
+            .map(|i| evidence_json(&[&format!("document {i}")]))
+            .collect();
+        for doc in docs.iter().chain(&docs) {
+            decode_list::<Evidence>(&memo, Some(doc)).unwrap();
+        }
+        // At most DOCUMENTS of a kind; the least recently used went first.
+        assert_eq!(memo.lock().unwrap().len(), DOCUMENTS);
+        let last = decode_list::<Evidence>(&memo, docs.last().map(Vec::as_slice)).unwrap();
+        let again = decode_list::<Evidence>(&memo, docs.last().map(Vec::as_slice)).unwrap();
+        assert!(Arc::ptr_eq(&last, &again));
+        // Over a quarter of the bound: never kept.
+        let big = evidence_json(&[&"y".repeat(1100)]);
+        for _ in 0..3 {
+            decode_list::<Evidence>(&memo, Some(&big)).unwrap();
+        }
+        assert!(memo.lock().unwrap().bytes() <= 4096);
+        assert!(!memo
+            .lock()
+            .unwrap()
+            .evidence
+            .entries
+            .iter()
+            .any(|(b, _)| **b == *big));
+        // Bytes: documents go, least recently used first, to make room.
+        let memo = Mutex::new(DocumentMemo::with_capacity_bytes(400));
+        let docs: Vec<Vec<u8>> = (0..6)
+            .map(|i| evidence_json(&[&format!("{i}").repeat(45)]))
+            .collect();
+        assert!(docs.iter().all(|d| (81..=100).contains(&d.len())));
+        for doc in docs.iter().chain(&docs) {
+            decode_list::<Evidence>(&memo, Some(doc)).unwrap();
+        }
+        // Six fit the count but not the bytes: the four most recent stay.
+        assert_eq!(memo.lock().unwrap().len(), 4);
+        assert!(memo.lock().unwrap().bytes() <= 400);
+    }
+
+    #[test]
+    fn filled_slots_are_used_and_unfilled_ones_filled() {
+        let memo = Mutex::new(HashMemo::default());
+        let slots = [HashSlot::default(), HashSlot::default()];
+        let contents = ["one", "two"];
+        let items = || contents.iter().zip(&slots).map(|(c, s)| (*c, Some(s)));
+        let first = hash_all(&memo, items());
+        assert!(slots.iter().all(|s| s.0.get().is_some()));
+        // With every slot filled, the memo is not consulted: clear it and see.
+        memo.lock().unwrap().clear();
+        assert_eq!(hash_all(&memo, items()), first);
+        assert!(memo.lock().unwrap().is_empty());
+        assert_eq!(first[1], ContentHash::of("two"));
     }
 
     #[test]

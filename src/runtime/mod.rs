@@ -25,10 +25,13 @@
 //!
 //! # Caches
 //!
-//! The prepared pack owns a block cache (`runtime::cache`: token counts and kept texts by key
-//! material that determines each text) and a content-hash memo ([`memo`]: the BLAKE3
-//! of caller contents), each behind a `Mutex`, so evidence repeated across compiles is
-//! neither re-tokenized, re-hashed nor rebuilt. A hit returns exactly what computing
+//! The prepared pack owns a block cache (`runtime::cache`: token counts, kept texts and
+//! their JSON literals, by key material that determines each text), a content-hash memo
+//! ([`memo`]: the BLAKE3 of caller contents) and a document memo
+//! ([`memo::DocumentMemo`]: evidence and memory lists by the exact JSON bytes they
+//! were decoded from, for [`PreparedPack::decode_json_inputs`]), each behind a `Mutex`,
+//! so evidence repeated across compiles is neither re-decoded, re-tokenized, re-hashed,
+//! rebuilt nor re-escaped. A hit returns exactly what computing
 //! would, so the caches change speed, never output. Locks are taken per lookup, never
 //! across tokenization or hashing, so concurrent compiles of one prepared pack (it is
 //! `Send + Sync`) only contend for hash-map operations. The only process-wide state is
@@ -72,9 +75,9 @@ use crate::tokens::{self, Tokenizer};
 pub use envelope::*;
 pub use error::CompileError;
 pub use inputs::{
-    decode_inputs, decode_json_inputs, from_json_bytes, object, objects, optional_object,
-    CompileInputs, Evidence, InvokeRequest, MemoryItem, Object, Role, RunBudget, RunContext,
-    RunUser, Turn,
+    decode_inputs, decode_json_inputs, decode_json_with_lists, from_json_bytes, object, objects,
+    optional_object, CompileInputs, Evidence, InvokeRequest, MemoryItem, Object, Role, RunBudget,
+    RunContext, RunUser, Turn,
 };
 use shared::StaticText;
 pub use tools::{CapabilityMetadata, ToolManifestEntry};
@@ -114,6 +117,8 @@ pub struct PreparedPack {
     cache: Mutex<cache::BlockCache>,
     /// The BLAKE3 of caller contents seen before (see [`memo`]).
     hashes: Mutex<memo::HashMemo>,
+    /// Evidence and memory documents decoded before (see [`memo::DocumentMemo`]).
+    documents: Mutex<memo::DocumentMemo>,
 }
 
 impl std::fmt::Debug for PreparedPack {
@@ -244,6 +249,7 @@ impl PreparedPack {
             bundles,
             cache: Mutex::new(cache::BlockCache::default()),
             hashes: Mutex::new(memo::HashMemo::default()),
+            documents: Mutex::new(memo::DocumentMemo::default()),
         })
     }
 
@@ -252,8 +258,8 @@ impl PreparedPack {
         &self.artifact
     }
 
-    /// Forgets every cached token count, kept text and content hash, as for a pack
-    /// prepared anew (the pre-counted static texts stay).
+    /// Forgets every cached token count, kept text, content hash and decoded document,
+    /// as for a pack prepared anew (the pre-counted static texts stay).
     pub fn clear_token_cache(&self) {
         self.cache
             .lock()
@@ -263,6 +269,38 @@ impl PreparedPack {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
+        self.documents
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
+    /// [`decode_json_inputs`] for compiles of this pack: an evidence or memory document
+    /// sent again, byte for byte, is not decoded again (see [`memo::DocumentMemo`]).
+    /// Whenever it succeeds, the result equals `decode_json_inputs`'s.
+    pub fn decode_json_inputs(
+        &self,
+        run: &[u8],
+        request: &[u8],
+        evidence: Option<&[u8]>,
+        memory: Option<&[u8]>,
+    ) -> Option<CompileInputs> {
+        decode_json_with_lists(
+            run,
+            request,
+            self.decode_json_evidence(evidence),
+            self.decode_json_memory(memory),
+        )
+    }
+
+    /// The evidence list of [`PreparedPack::decode_json_inputs`].
+    pub fn decode_json_evidence(&self, bytes: Option<&[u8]>) -> Option<Arc<[Evidence]>> {
+        memo::decode_list(&self.documents, bytes)
+    }
+
+    /// The memory list of [`PreparedPack::decode_json_inputs`].
+    pub fn decode_json_memory(&self, bytes: Option<&[u8]>) -> Option<Arc<[MemoryItem]>> {
+        memo::decode_list(&self.documents, bytes)
     }
 
     /// `(hits, misses)` of the block cache (token counts) since the pack was prepared.

@@ -1,7 +1,7 @@
 //! Types and helpers that several stages share. This module depends on no stage, so
 //! stages depend on each other only in pipeline order (no import cycles).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Deserialize, Serialize};
@@ -17,6 +17,45 @@ pub struct Diagnostic {
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
+}
+
+/// The BLAKE3 of a content, and the same as the envelope writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContentHash {
+    pub hash: blake3::Hash,
+    /// `blake3:<hex>`.
+    pub text: Arc<str>,
+}
+
+impl ContentHash {
+    /// Hashes `content`.
+    pub fn of(content: &str) -> ContentHash {
+        let hash = blake3::hash(content.as_bytes());
+        ContentHash {
+            text: Arc::from(Blake3Text::new(&hash).as_str()),
+            hash,
+        }
+    }
+}
+
+/// The BLAKE3 of one evidence or memory content, filled by the first compile that
+/// needs it and kept with the item, so that an item of a list decoded once and shared
+/// by many compiles (the prepared pack's document memo) is hashed, or looked up, once.
+/// It takes no part in the item's equality, serialization or `Debug`: it is a cache of
+/// a function of the content.
+#[derive(Clone, Default)]
+pub struct HashSlot(pub(crate) OnceLock<ContentHash>);
+
+impl PartialEq for HashSlot {
+    fn eq(&self, _: &HashSlot) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for HashSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("..")
+    }
 }
 
 /// A text without interpolation, rendered and counted once by the prepared pack.
@@ -163,7 +202,7 @@ pub enum Trust {
     Untrusted,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ContextBlock {
     pub bucket: Arc<str>,
     pub id: Arc<str>,
@@ -176,8 +215,49 @@ pub struct ContextBlock {
     pub truncated: bool,
     pub trust: Trust,
     /// For a history turn, its role (see [`ContextBlock::turn_content`]).
-    #[serde(skip)]
     pub turn: Option<Role>,
+    /// `text` as a JSON string literal, when the block cache has it.
+    pub(crate) json: JsonText,
+}
+
+/// A block text's JSON string literal, made once, when the block cache first kept the
+/// text, so that every later envelope copies it instead of escaping the text again
+/// (the texts of evidence blocks run to hundreds of kilobytes). It takes no part in
+/// equality: it is a cache of a function of the text.
+#[derive(Debug, Clone, Default)]
+pub struct JsonText(pub(crate) Option<Arc<str>>);
+
+impl PartialEq for JsonText {
+    fn eq(&self, _: &JsonText) -> bool {
+        true
+    }
+}
+
+impl Serialize for ContextBlock {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        // Members in sorted order, as the canonical envelope writes them.
+        let mut st = s.serialize_struct("ContextBlock", 9)?;
+        st.serialize_field("bucket", &self.bucket)?;
+        st.serialize_field("id", &self.id)?;
+        st.serialize_field("origin", &self.origin)?;
+        st.serialize_field("priority", &self.priority)?;
+        st.serialize_field("source", &self.source)?;
+        match &self.json.0 {
+            Some(json) => st.serialize_field(
+                "text",
+                &crate::artifact::json::Literal {
+                    text: &self.text,
+                    json,
+                },
+            )?,
+            None => st.serialize_field("text", &self.text)?,
+        }
+        st.serialize_field("tokens", &self.tokens)?;
+        st.serialize_field("truncated", &self.truncated)?;
+        st.serialize_field("trust", &self.trust)?;
+        st.end()
+    }
 }
 
 impl ContextBlock {

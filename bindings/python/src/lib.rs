@@ -16,7 +16,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -33,7 +33,8 @@ use ctxpack::imports::Lockfile;
 use ctxpack::registry::{PinnedRef, Registry};
 use ctxpack::runtime::render::{self, Refused as RefusedBody};
 use ctxpack::runtime::{
-    decode_inputs, decode_json_inputs, CompileError, CompiledContext, PreparedPack,
+    decode_inputs, decode_json_with_lists, CompileError, CompiledContext, Evidence, MemoryItem,
+    PreparedPack,
 };
 use ctxpack::signing::TrustPolicy;
 
@@ -197,6 +198,45 @@ fn registry_for(registry: Option<&Bound<'_, PyAny>>) -> PyResult<Registry> {
 #[pyclass(module = "ctxpack", frozen)]
 struct Pack {
     inner: Arc<PreparedPack>,
+    last: Mutex<Last>,
+}
+
+/// The evidence and memory lists last decoded from `bytes` or `str` objects, with
+/// those objects. Both types are immutable, so while an object is held here the same
+/// object passed again holds the same text, which decodes to the same list: it is
+/// recognised by identity, without reading its bytes (an agent's steps within one turn
+/// pass the same retrieval result again and again). Objects that are not the last one
+/// go through the pack's document memo, which compares bytes.
+#[derive(Default)]
+struct Last {
+    evidence: Option<(Py<PyAny>, Arc<[Evidence]>)>,
+    memory: Option<(Py<PyAny>, Arc<[MemoryItem]>)>,
+}
+
+/// Whether `value` is a `bytes` or `str` (not a subclass): text that cannot change.
+fn immutable_text(value: &Bound<'_, PyAny>) -> bool {
+    value.is_exact_instance_of::<PyBytes>() || value.is_exact_instance_of::<PyString>()
+}
+
+/// The list `held` remembers for `value`, if `value` is the very object it holds.
+fn held_list<T>(
+    held: &Option<(Py<PyAny>, Arc<[T]>)>,
+    value: Option<&Bound<'_, PyAny>>,
+) -> Option<Arc<[T]>> {
+    let (object, list) = held.as_ref()?;
+    let value = value?;
+    (value.is(object) && immutable_text(value)).then(|| Arc::clone(list))
+}
+
+/// Holds `value` and its decoded `list`, when `value` is immutable text.
+fn hold<T>(
+    held: &mut Option<(Py<PyAny>, Arc<[T]>)>,
+    value: Option<&Bound<'_, PyAny>>,
+    list: &Arc<[T]>,
+) {
+    if let Some(value) = value.filter(|v| immutable_text(v)) {
+        *held = Some((value.clone().unbind(), Arc::clone(list)));
+    }
 }
 
 impl Pack {
@@ -211,7 +251,10 @@ impl Pack {
             pack
         });
         prepared
-            .map(|p| Pack { inner: Arc::new(p) })
+            .map(|p| Pack {
+                inner: Arc::new(p),
+                last: Mutex::default(),
+            })
             .map_err(|e| compile_error(py, e))
     }
 }
@@ -302,6 +345,10 @@ impl Pack {
     /// and JSON `bytes` is the fastest (no conversion of Python objects). `evidence`
     /// and `memory` are lists, or None for none.
     ///
+    /// Evidence and memory sent again as JSON text are not decoded again: the same
+    /// `bytes` or `str` object as the last compile's is recognised by identity, and an
+    /// equal document in another object by its bytes (the pack's document memo).
+    ///
     /// Raises `InvalidInput` (with `.path`) for an input of the wrong shape and
     /// `Refused` when the compile fails closed. A pack that refuses the request still
     /// compiles: see `must_refuse`.
@@ -315,7 +362,7 @@ impl Pack {
         memory: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Compiled> {
         let pack = &self.inner;
-        if let Some(result) = fast_path(py, pack, run, request, evidence, memory)? {
+        if let Some(result) = self.fast_path(py, run, request, evidence, memory)? {
             return result.map(Compiled::new).map_err(|e| compile_error(py, e));
         }
         let run = document(py, run, "run")?;
@@ -331,10 +378,12 @@ impl Pack {
             .map_err(|e| compile_error(py, e))
     }
 
-    /// Forgets every cached token count and content hash, as for a pack loaded anew.
+    /// Forgets every cached token count, content hash and decoded document, as for a
+    /// pack loaded anew.
     /// The cache is bounded; this is for measurements and memory-conscious hosts.
     fn clear_cache(&self) {
         self.inner.clear_token_cache();
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Last::default();
     }
 
     /// `(hits, misses)` of the token-count cache since the pack was loaded.
@@ -352,34 +401,55 @@ impl Pack {
 /// A compile and its canonical bytes, or why it failed.
 type Compile = Result<(CompiledContext, Vec<u8>), CompileError>;
 
-/// Compiles straight from JSON text when every document is JSON text and decodes
-/// cleanly; `None` sends the caller down the general path, which parses each document
-/// and names what is wrong with it.
-fn fast_path(
-    py: Python<'_>,
-    pack: &PreparedPack,
-    run: &Bound<'_, PyAny>,
-    request: &Bound<'_, PyAny>,
-    evidence: Option<&Bound<'_, PyAny>>,
-    memory: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Option<Compile>> {
-    let (Some(run), Some(request), Some(evidence), Some(memory)) = (
-        text(run)?,
-        text(request)?,
-        optional_text(evidence)?,
-        optional_text(memory)?,
-    ) else {
-        return Ok(None);
-    };
-    Ok(py.detach(|| {
-        decode_json_inputs(
-            run.bytes(),
-            request.bytes(),
-            evidence.as_ref().map(Text::bytes),
-            memory.as_ref().map(Text::bytes),
-        )
-        .map(|inputs| pack.compile_canonical(&inputs))
-    }))
+impl Pack {
+    /// Compiles straight from JSON text when every document is JSON text and decodes
+    /// cleanly; `None` sends the caller down the general path, which parses each
+    /// document and names what is wrong with it. An evidence or memory document that
+    /// is the very object of the last such compile is not read again (see [`Last`]).
+    fn fast_path(
+        &self,
+        py: Python<'_>,
+        run: &Bound<'_, PyAny>,
+        request: &Bound<'_, PyAny>,
+        evidence: Option<&Bound<'_, PyAny>>,
+        memory: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<Compile>> {
+        let (Some(run_text), Some(request_text), Some(evidence_text), Some(memory_text)) = (
+            text(run)?,
+            text(request)?,
+            optional_text(evidence)?,
+            optional_text(memory)?,
+        ) else {
+            return Ok(None);
+        };
+        let (known_evidence, known_memory) = {
+            let last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+            (
+                held_list(&last.evidence, evidence),
+                held_list(&last.memory, memory),
+            )
+        };
+        let pack = &self.inner;
+        let decoded = py.detach(|| {
+            decode_json_with_lists(
+                run_text.bytes(),
+                request_text.bytes(),
+                known_evidence
+                    .or_else(|| pack.decode_json_evidence(evidence_text.as_ref().map(Text::bytes))),
+                known_memory
+                    .or_else(|| pack.decode_json_memory(memory_text.as_ref().map(Text::bytes))),
+            )
+        });
+        let Some(inputs) = decoded else {
+            return Ok(None);
+        };
+        {
+            let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+            hold(&mut last.evidence, evidence, &inputs.evidence);
+            hold(&mut last.memory, memory, &inputs.memory);
+        }
+        Ok(Some(py.detach(|| pack.compile_canonical(&inputs))))
+    }
 }
 
 /// One compiled request: the `ctxpack.compiled/v1` envelope and what a host acts on.

@@ -78,6 +78,46 @@ def test_python_objects_and_json_text_give_the_same_bytes(pack: ctxpack.Pack) ->
     assert as_objects == as_text
 
 
+def test_documents_sent_again_give_the_same_bytes(artifact: Path) -> None:
+    """Evidence and memory sent again (the same object, an equal one, or a changed
+    one) compile exactly as on a fresh pack: the document memo and the reuse of the
+    last object change how fast, never what."""
+    pack = ctxpack.Pack.load(artifact)
+    run, request = json.dumps(BASIC["run"]), json.dumps(BASIC["request"]).encode()
+    evidence = json.dumps(BASIC.get("evidence", [])).encode()
+    memory = json.dumps(BASIC.get("memory", []))
+
+    def fresh(ev: Any, mem: Any) -> bytes:
+        return ctxpack.Pack.load(artifact).compile(run=run, request=request, evidence=ev, memory=mem).to_json()
+
+    want = fresh(evidence, memory)
+    # The same objects, over and over: seen, kept, then reused by identity.
+    for _ in range(4):
+        assert pack.compile(run=run, request=request, evidence=evidence, memory=memory).to_json() == want
+    # Equal documents in new objects (and in a bytearray, which is never held).
+    for _ in range(3):
+        again = pack.compile(
+            run=run, request=request, evidence=bytes(bytearray(evidence)), memory=memory.encode()
+        )
+        assert again.to_json() == want
+    # A changed document, and a bytearray changed in place between compiles.
+    items = json.loads(evidence)
+    assert items, "the case has evidence"
+    items[0]["content"] += " (revised)"
+    changed = json.dumps(items).encode()
+    want_changed = fresh(changed, memory)
+    assert want_changed != want
+    assert pack.compile(run=run, request=request, evidence=changed, memory=memory).to_json() == want_changed
+    buffer = bytearray(evidence)
+    for _ in range(3):
+        assert pack.compile(run=run, request=request, evidence=buffer, memory=memory).to_json() == want
+    buffer[:] = changed
+    assert pack.compile(run=run, request=request, evidence=buffer, memory=memory).to_json() == want_changed
+    # A cleared cache forgets the documents and the held objects alike.
+    pack.clear_cache()
+    assert pack.compile(run=run, request=request, evidence=evidence, memory=memory).to_json() == want
+
+
 def test_invalid_input_names_the_member(pack: ctxpack.Pack) -> None:
     request = copy.deepcopy(BASIC["request"])
     request["context"]["user"]["age"] = "old"

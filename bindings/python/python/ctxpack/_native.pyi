@@ -110,7 +110,7 @@ class Pack:
     def hash(self) -> Optional[str]:
         """The artifact's `blake3:` hash."""
     def clear_cache(self) -> None:
-        """Forgets every cached token count and content hash, as for a pack loaded anew."""
+        """Forgets every cached token count, content hash and decoded document, as for a pack loaded anew."""
     @property
     def cache_stats(self) -> Tuple[int, int]:
         """`(hits, misses)` of the token-count cache since the pack was loaded."""
@@ -122,7 +122,11 @@ class Pack:
         evidence: Optional[Items] = None,
         memory: Optional[Items] = None,
     ) -> CompiledContext:
-        """Compiles one request; raises `InvalidInput` or `Refused` on failure."""
+        """Compiles one request; raises `InvalidInput` or `Refused` on failure.
+
+        JSON `bytes` is the fastest input. Evidence and memory sent again are not
+        decoded again: the same `bytes`/`str` object as the last compile's is
+        recognised by identity, and an equal document by its bytes."""
 
 def check(
     source: str, *, path: str = "<string>", registry: Optional[PathArg] = None
