@@ -1839,6 +1839,29 @@ fn a_warm_compile_shares_kept_texts_and_changes_no_byte() {
     assert!(!std::sync::Arc::ptr_eq(&lanes(&again)[0], &cold_lanes[0]));
 }
 
+/// A tool schema (written into the manifests, after the ledger) that spells the
+/// ledger's `hash` and `inputs` members, all-zero stand-in included, does not move
+/// where the ledger hash is sealed.
+#[test]
+fn a_schema_that_mimics_the_ledger_does_not_confuse_the_seal() {
+    let mut artifact = pack();
+    let zeros = format!("blake3:{}", "0".repeat(64));
+    for tool in &mut artifact.tools {
+        tool.input = json!({"type": "object", "a": 1, "hash": zeros, "inputs": zeros,
+                             "context_ledger": {"a": 1, "hash": zeros, "inputs": zeros}});
+    }
+    let prepared = PreparedPack::new(artifact).unwrap();
+    for _ in 0..2 {
+        let (cc, sealed) = prepared
+            .compile_canonical(&inputs_with(|_, _, _, _| {}).unwrap())
+            .unwrap();
+        assert!(String::from_utf8_lossy(&sealed).contains(&zeros));
+        assert_eq!(sealed, canonical_bytes(&cc.to_value()));
+        assert!(cc.verify_ledger());
+        assert_ne!(cc.context_ledger.hash, zeros);
+    }
+}
+
 #[test]
 fn direct_serialization_is_canonical() {
     for cc in [

@@ -19,8 +19,8 @@ ctxpack's inputs are JSON bytes (the fast path: no conversion of Python objects)
 rows marked "objects" pass the same inputs as dicts and lists for comparison.
 
 The token-cache-hit row passes the same `bytes` objects each time, as an agent's steps
-within one turn do: the pack reuses the evidence and memory it decoded from those very
-objects. Two more rows show what that saves: "equal bytes" passes an equal document in
+within one turn do: the pack reuses the request, evidence and memory it decoded from
+those very objects. Two more rows show what that saves: "equal bytes" passes an equal document in
 another object each time (the pack's document memo compares the bytes), and "new
 evidence" a different evidence document each time (decoded anew; its contents' token
 counts are still cached).

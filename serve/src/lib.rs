@@ -420,7 +420,7 @@ fn fast_path(bytes: &Bytes) -> Option<CompileRequest> {
         pack: body.pack,
         inputs: Inputs::Decoded(Box::new(CompileInputs {
             run: body.run,
-            request: body.request,
+            request: body.request.into(),
             evidence: body.evidence.into(),
             memory: body.memory.into(),
         })),

@@ -411,6 +411,10 @@ fn ledger(parts: &Parts<'_>) -> ContextLedger {
     }
 }
 
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    memchr::memmem::find(haystack, needle)
+}
+
 impl CompiledContext {
     /// The envelope as a JSON value.
     pub fn to_value(&self) -> Value {
@@ -448,39 +452,30 @@ impl CompiledContext {
 
     /// Computes and stores `context_ledger.hash`, and returns the canonical bytes,
     /// serializing the envelope once: the bytes hashed are the canonical bytes without
-    /// `context_ledger.hash`, that is, the sealed bytes around that member (between
-    /// `evidence` and `inputs`, the ledger's keys being sorted).
+    /// `context_ledger.hash`, so the sealed bytes are those with the member put in its
+    /// place (between `evidence` and `inputs`, the ledger's keys being sorted).
     pub(crate) fn seal_canonical(&mut self) -> Vec<u8> {
-        // Written once with a stand-in hash of the right length; the hash is of the
-        // bytes around the member, and its digits then overwrite the stand-in's, so
-        // nothing is written twice or moved.
-        const STAND_IN: &str =
-            "blake3:0000000000000000000000000000000000000000000000000000000000000000";
-        const MEMBER: &[u8] =
-            b",\"hash\":\"blake3:0000000000000000000000000000000000000000000000000000000000000000\"";
-        const NEXT: &[u8] = b",\"inputs\":\"blake3:";
-        self.context_ledger.hash = STAND_IN.to_owned();
-        let mut sealed = Vec::with_capacity(self.size_hint());
-        self.write_canonical(&mut sealed);
-        sealed.push(b'\n');
-        // The stand-in member is the ledger's exactly when the ledger's `inputs`
-        // follows it: `"inputs":"blake3:` cannot occur inside a JSON string (its quotes
-        // would be escaped), and no other object in the envelope has a string-valued
-        // `inputs`. Searched from the end: the ledger is near it.
-        let at = memchr::memmem::rfind(&sealed, MEMBER)
-            .filter(|&at| sealed[at + MEMBER.len()..].starts_with(NEXT));
+        self.context_ledger.hash.clear();
+        let member_len = ",\"hash\":\"\"".len() + 7 + 64;
+        let mut unsealed = Vec::with_capacity(self.size_hint() + member_len);
+        self.write_canonical(&mut unsealed);
+        unsealed.push(b'\n');
+        let hash = blake3_ref(&blake3::hash(&unsealed));
+        // `"inputs":"blake3:` cannot occur inside a JSON string (its quotes would be
+        // escaped) nor as another member before the ledger's: the envelope's earlier
+        // members hold no string-valued `inputs` key.
+        let at = find(&unsealed, b"\"context_ledger\":{").and_then(|ledger| {
+            find(&unsealed[ledger..], b",\"inputs\":\"blake3:").map(|i| ledger + i)
+        });
+        self.context_ledger.hash = hash;
         let Some(at) = at else {
             // Unreachable for envelopes this module builds; never wrong regardless.
-            self.seal();
             return self.canonical_bytes();
         };
-        let mut hasher = blake3::Hasher::new();
-        hasher.update(&sealed[..at]);
-        hasher.update(&sealed[at + MEMBER.len()..]);
-        let hash = blake3_ref(&hasher.finalize());
-        let digits = at + MEMBER.len() - 65;
-        sealed[digits..digits + 64].copy_from_slice(&hash.as_bytes()["blake3:".len()..]);
-        self.context_ledger.hash = hash;
+        let member = format!(",\"hash\":\"{}\"", self.context_ledger.hash);
+        // In place: only the members after the ledger move.
+        let mut sealed = unsealed;
+        sealed.splice(at..at, member.bytes());
         debug_assert_eq!(sealed, self.canonical_bytes());
         sealed
     }

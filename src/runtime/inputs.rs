@@ -25,8 +25,10 @@ pub use super::shared::Role;
 pub struct CompileInputs {
     #[serde(deserialize_with = "object")]
     pub run: RunContext,
-    #[serde(deserialize_with = "object")]
-    pub request: InvokeRequest,
+    /// Shared, like the lists: a host's request decoded once can serve several
+    /// compiles.
+    #[serde(deserialize_with = "shared_object")]
+    pub request: Arc<InvokeRequest>,
     /// Shared: a list decoded once can serve many compiles (see
     /// [`crate::runtime::PreparedPack::decode_json_inputs`]).
     #[serde(default, deserialize_with = "shared_objects")]
@@ -114,6 +116,9 @@ pub struct InvokeRequest {
 pub struct Turn {
     pub role: Role,
     pub content: String,
+    /// The BLAKE3 of `content`, once a compile has needed it.
+    #[serde(skip)]
+    pub(crate) hash: HashSlot,
 }
 
 /// One piece of retrieved evidence, untrusted.
@@ -211,6 +216,15 @@ where
     Ok(items.into_iter().map(|o| o.0).collect())
 }
 
+/// [`object`] as a shared value.
+pub fn shared_object<'de, D, T>(d: D) -> Result<Arc<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    object(d).map(Arc::new)
+}
+
 /// [`objects`] as a shared list.
 pub fn shared_objects<'de, D, T>(d: D) -> Result<Arc<[T]>, D::Error>
 where
@@ -244,7 +258,7 @@ pub fn decode_inputs(
     let memory = decode_list("memory", memory)?;
     Ok(CompileInputs {
         run,
-        request,
+        request: Arc::new(request),
         evidence: evidence.into(),
         memory: memory.into(),
     })
@@ -262,20 +276,25 @@ pub fn decode_json_inputs(
     evidence: Option<&[u8]>,
     memory: Option<&[u8]>,
 ) -> Option<CompileInputs> {
-    decode_json_with_lists(run, request, json_list(evidence), json_list(memory))
+    decode_json_with_lists(
+        run,
+        from_json_bytes::<Object<_>>(request).map(|o| Arc::new(o.0)),
+        json_list(evidence),
+        json_list(memory),
+    )
 }
 
-/// [`decode_json_inputs`] of the run and the request, with the evidence and memory
+/// [`decode_json_inputs`] of the run, with the request and the evidence and memory
 /// lists the caller decoded (or `None` when they did not decode).
 pub fn decode_json_with_lists(
     run: &[u8],
-    request: &[u8],
+    request: Option<Arc<InvokeRequest>>,
     evidence: Option<Arc<[Evidence]>>,
     memory: Option<Arc<[MemoryItem]>>,
 ) -> Option<CompileInputs> {
     Some(CompileInputs {
         run: from_json_bytes::<Object<_>>(run)?.0,
-        request: from_json_bytes::<Object<_>>(request)?.0,
+        request: request?,
         evidence: evidence?,
         memory: memory?,
     })

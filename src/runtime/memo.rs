@@ -229,7 +229,7 @@ impl Contents {
                         .request
                         .history
                         .iter()
-                        .map(|t| (t.content.as_str(), None)),
+                        .map(|t| (t.content.as_str(), Some(&t.hash))),
                 ),
         );
         let turns = evidence.split_off(inputs.evidence.len() + inputs.memory.len());

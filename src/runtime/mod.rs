@@ -287,7 +287,7 @@ impl PreparedPack {
     ) -> Option<CompileInputs> {
         decode_json_with_lists(
             run,
-            request,
+            from_json_bytes::<Object<_>>(request).map(|o| Arc::new(o.0)),
             self.decode_json_evidence(evidence),
             self.decode_json_memory(memory),
         )

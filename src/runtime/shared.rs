@@ -38,9 +38,10 @@ impl ContentHash {
     }
 }
 
-/// The BLAKE3 of one evidence or memory content, filled by the first compile that
-/// needs it and kept with the item, so that an item of a list decoded once and shared
-/// by many compiles (the prepared pack's document memo) is hashed, or looked up, once.
+/// The BLAKE3 of one evidence, memory or history content, filled by the first compile
+/// that needs it and kept with the item, so that an item of an input decoded once and
+/// shared by many compiles (the prepared pack's document memo, a host that passes the
+/// same request again) is hashed, or looked up, once.
 /// It takes no part in the item's equality, serialization or `Debug`: it is a cache of
 /// a function of the content.
 #[derive(Clone, Default)]
@@ -51,6 +52,8 @@ impl PartialEq for HashSlot {
         true
     }
 }
+
+impl Eq for HashSlot {}
 
 impl std::fmt::Debug for HashSlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -33,8 +33,8 @@ use ctxpack::imports::Lockfile;
 use ctxpack::registry::{PinnedRef, Registry};
 use ctxpack::runtime::render::{self, Refused as RefusedBody};
 use ctxpack::runtime::{
-    decode_inputs, decode_json_with_lists, CompileError, CompiledContext, Evidence, MemoryItem,
-    PreparedPack,
+    decode_inputs, decode_json_with_lists, from_json_bytes, CompileError, CompiledContext,
+    Evidence, InvokeRequest, MemoryItem, Object, PreparedPack,
 };
 use ctxpack::signing::TrustPolicy;
 
@@ -201,14 +201,15 @@ struct Pack {
     last: Mutex<Last>,
 }
 
-/// The evidence and memory lists last decoded from `bytes` or `str` objects, with
-/// those objects. Both types are immutable, so while an object is held here the same
-/// object passed again holds the same text, which decodes to the same list: it is
-/// recognised by identity, without reading its bytes (an agent's steps within one turn
-/// pass the same retrieval result again and again). Objects that are not the last one
-/// go through the pack's document memo, which compares bytes.
+/// The request and the evidence and memory lists last decoded from `bytes` or `str`
+/// objects, with those objects. Both types are immutable, so while an object is held
+/// here the same object passed again holds the same text, which decodes to the same
+/// value: it is recognised by identity, without reading its bytes (an agent's steps
+/// within one turn pass the same retrieval result again and again). Evidence and
+/// memory in other objects go through the pack's document memo, which compares bytes.
 #[derive(Default)]
 struct Last {
+    request: Option<(Py<PyAny>, Arc<InvokeRequest>)>,
     evidence: Option<(Py<PyAny>, Arc<[Evidence]>)>,
     memory: Option<(Py<PyAny>, Arc<[MemoryItem]>)>,
 }
@@ -218,24 +219,24 @@ fn immutable_text(value: &Bound<'_, PyAny>) -> bool {
     value.is_exact_instance_of::<PyBytes>() || value.is_exact_instance_of::<PyString>()
 }
 
-/// The list `held` remembers for `value`, if `value` is the very object it holds.
-fn held_list<T>(
-    held: &Option<(Py<PyAny>, Arc<[T]>)>,
+/// The value `held` remembers for `value`, if `value` is the very object it holds.
+fn held_value<T: ?Sized>(
+    held: &Option<(Py<PyAny>, Arc<T>)>,
     value: Option<&Bound<'_, PyAny>>,
-) -> Option<Arc<[T]>> {
-    let (object, list) = held.as_ref()?;
+) -> Option<Arc<T>> {
+    let (object, decoded) = held.as_ref()?;
     let value = value?;
-    (value.is(object) && immutable_text(value)).then(|| Arc::clone(list))
+    (value.is(object) && immutable_text(value)).then(|| Arc::clone(decoded))
 }
 
-/// Holds `value` and its decoded `list`, when `value` is immutable text.
-fn hold<T>(
-    held: &mut Option<(Py<PyAny>, Arc<[T]>)>,
+/// Holds `value` and what it decoded to, when `value` is immutable text.
+fn hold<T: ?Sized>(
+    held: &mut Option<(Py<PyAny>, Arc<T>)>,
     value: Option<&Bound<'_, PyAny>>,
-    list: &Arc<[T]>,
+    decoded: &Arc<T>,
 ) {
     if let Some(value) = value.filter(|v| immutable_text(v)) {
-        *held = Some((value.clone().unbind(), Arc::clone(list)));
+        *held = Some((value.clone().unbind(), Arc::clone(decoded)));
     }
 }
 
@@ -345,9 +346,10 @@ impl Pack {
     /// and JSON `bytes` is the fastest (no conversion of Python objects). `evidence`
     /// and `memory` are lists, or None for none.
     ///
-    /// Evidence and memory sent again as JSON text are not decoded again: the same
-    /// `bytes` or `str` object as the last compile's is recognised by identity, and an
-    /// equal document in another object by its bytes (the pack's document memo).
+    /// Inputs sent again as JSON text are not decoded again: the same `bytes` or `str`
+    /// object as the last compile's request, evidence or memory is recognised by
+    /// identity, and equal evidence or memory in another object by its bytes (the
+    /// pack's document memo).
     ///
     /// Raises `InvalidInput` (with `.path`) for an input of the wrong shape and
     /// `Refused` when the compile fails closed. A pack that refuses the request still
@@ -404,8 +406,9 @@ type Compile = Result<(CompiledContext, Vec<u8>), CompileError>;
 impl Pack {
     /// Compiles straight from JSON text when every document is JSON text and decodes
     /// cleanly; `None` sends the caller down the general path, which parses each
-    /// document and names what is wrong with it. An evidence or memory document that
-    /// is the very object of the last such compile is not read again (see [`Last`]).
+    /// document and names what is wrong with it. A request, evidence or memory
+    /// document that is the very object of the last such compile is not read again
+    /// (see [`Last`]).
     fn fast_path(
         &self,
         py: Python<'_>,
@@ -422,18 +425,22 @@ impl Pack {
         ) else {
             return Ok(None);
         };
-        let (known_evidence, known_memory) = {
+        let (known_request, known_evidence, known_memory) = {
             let last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
             (
-                held_list(&last.evidence, evidence),
-                held_list(&last.memory, memory),
+                held_value(&last.request, Some(request)),
+                held_value(&last.evidence, evidence),
+                held_value(&last.memory, memory),
             )
         };
         let pack = &self.inner;
         let decoded = py.detach(|| {
             decode_json_with_lists(
                 run_text.bytes(),
-                request_text.bytes(),
+                known_request.or_else(|| {
+                    from_json_bytes::<Object<InvokeRequest>>(request_text.bytes())
+                        .map(|o| Arc::new(o.0))
+                }),
                 known_evidence
                     .or_else(|| pack.decode_json_evidence(evidence_text.as_ref().map(Text::bytes))),
                 known_memory
@@ -445,6 +452,7 @@ impl Pack {
         };
         {
             let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+            hold(&mut last.request, Some(request), &inputs.request);
             hold(&mut last.evidence, evidence, &inputs.evidence);
             hold(&mut last.memory, memory, &inputs.memory);
         }

@@ -79,9 +79,9 @@ def test_python_objects_and_json_text_give_the_same_bytes(pack: ctxpack.Pack) ->
 
 
 def test_documents_sent_again_give_the_same_bytes(artifact: Path) -> None:
-    """Evidence and memory sent again (the same object, an equal one, or a changed
-    one) compile exactly as on a fresh pack: the document memo and the reuse of the
-    last object change how fast, never what."""
+    """Requests, evidence and memory sent again (the same object, an equal one, or a
+    changed one) compile exactly as on a fresh pack: the document memo and the reuse
+    of the last object change how fast, never what."""
     pack = ctxpack.Pack.load(artifact)
     run, request = json.dumps(BASIC["run"]), json.dumps(BASIC["request"]).encode()
     evidence = json.dumps(BASIC.get("evidence", [])).encode()
@@ -113,6 +113,30 @@ def test_documents_sent_again_give_the_same_bytes(artifact: Path) -> None:
         assert pack.compile(run=run, request=request, evidence=buffer, memory=memory).to_json() == want
     buffer[:] = changed
     assert pack.compile(run=run, request=request, evidence=buffer, memory=memory).to_json() == want_changed
+    # The request, held by identity too: the same object, then a changed one (a new
+    # object, and a bytearray changed in place), each against a fresh pack.
+    changed_request = copy.deepcopy(BASIC["request"])
+    changed_request["message"] += " Thanks."
+    changed_request_bytes = json.dumps(changed_request).encode()
+    want_request = ctxpack.Pack.load(artifact).compile(
+        run=run, request=changed_request_bytes, evidence=evidence, memory=memory
+    ).to_json()
+    assert want_request != want
+    for _ in range(2):
+        # Twice each in a row: the second time, the request is the held object.
+        for _ in range(2):
+            assert pack.compile(run=run, request=request, evidence=evidence, memory=memory).to_json() == want
+        for _ in range(2):
+            assert (
+                pack.compile(run=run, request=changed_request_bytes, evidence=evidence, memory=memory).to_json()
+                == want_request
+            )
+    request_buffer = bytearray(request)
+    assert pack.compile(run=run, request=request_buffer, evidence=evidence, memory=memory).to_json() == want
+    request_buffer[:] = changed_request_bytes
+    assert (
+        pack.compile(run=run, request=request_buffer, evidence=evidence, memory=memory).to_json() == want_request
+    )
     # A cleared cache forgets the documents and the held objects alike.
     pack.clear_cache()
     assert pack.compile(run=run, request=request, evidence=evidence, memory=memory).to_json() == want

@@ -124,9 +124,9 @@ class Pack:
     ) -> CompiledContext:
         """Compiles one request; raises `InvalidInput` or `Refused` on failure.
 
-        JSON `bytes` is the fastest input. Evidence and memory sent again are not
-        decoded again: the same `bytes`/`str` object as the last compile's is
-        recognised by identity, and an equal document by its bytes."""
+        JSON `bytes` is the fastest input. Inputs sent again are not decoded again:
+        the same `bytes`/`str` object as the last compile's request, evidence or
+        memory is recognised by identity, and equal evidence or memory by its bytes."""
 
 def check(
     source: str, *, path: str = "<string>", registry: Optional[PathArg] = None
