@@ -40,7 +40,7 @@ use super::error::CompileError;
 use super::inputs::CompileInputs;
 use super::memo::Contents;
 use super::policy::PolicyOutcome;
-use super::shared::{BlockSource, ContextBlock, Diagnostic, JsonText, Role, StaticText, Trust};
+use super::shared::{BlockSource, ContextBlock, Derived, Diagnostic, Role, StaticText, Trust};
 use super::template;
 use super::tools::{PreparedTool, ToolSurface};
 
@@ -139,8 +139,9 @@ pub(crate) trait Counter {
     fn redaction_key(&self) -> &[u8];
     /// What the cache knows of the block with key material `key`.
     fn cached(&self, key: &[u8]) -> Option<Cached>;
-    /// Records a count and, for a kept block, its text.
-    fn store(&self, key: &[u8], tokens: usize, text: Option<&Arc<str>>);
+    /// Records a count and, for a kept block, its text; returns the text's JSON
+    /// literal when it made one.
+    fn store(&self, key: &[u8], tokens: usize, text: Option<&Arc<str>>) -> Option<Arc<str>>;
     /// The count of `text`, without the cache.
     fn tokenize(&self, text: &str) -> usize;
     /// The count of an arbitrary text, through the cache.
@@ -750,7 +751,7 @@ fn fill<'c, 'a: 'c>(
         }
         // The count, from the pre-count or the cache, or by building and counting the
         // text; the text itself is built only when neither has it and the block is kept.
-        // A text from the cache comes with its JSON literal.
+        // A text comes with its JSON literal, from the cache or made as it is stored.
         let (tokens, text, json) = match c.fixed {
             Some((text, Some(n))) => (n, Some(Arc::clone(text)), None),
             _ => {
@@ -760,8 +761,8 @@ fn fill<'c, 'a: 'c>(
                     None => {
                         let text = c.shared_text(counter);
                         let n = counter.tokenize(&text);
-                        counter.store(&buf.key, n, (n <= remaining).then_some(&text));
-                        (n, Some(text), None)
+                        let json = counter.store(&buf.key, n, (n <= remaining).then_some(&text));
+                        (n, Some(text), json)
                     }
                 }
             }
@@ -769,11 +770,14 @@ fn fill<'c, 'a: 'c>(
         if tokens <= remaining {
             remaining -= tokens;
             f.used += tokens as u64;
-            let text = text.unwrap_or_else(|| {
-                let text = c.shared_text(counter);
-                counter.store(&buf.key, tokens, Some(&text));
-                text
-            });
+            let (text, json) = match text {
+                Some(text) => (text, json),
+                None => {
+                    let text = c.shared_text(counter);
+                    let json = counter.store(&buf.key, tokens, Some(&text));
+                    (text, json)
+                }
+            };
             outcome(c, true, false);
             f.kept.push((
                 c.turn.map(|t| t.0),
@@ -843,7 +847,7 @@ fn block(
         truncated,
         text,
         turn: c.turn.map(|(_, role)| role),
-        json: JsonText(json),
+        json: Derived(json),
     }
 }
 
@@ -925,7 +929,9 @@ mod tests {
         fn cached(&self, _: &[u8]) -> Option<Cached> {
             None
         }
-        fn store(&self, _: &[u8], _: usize, _: Option<&Arc<str>>) {}
+        fn store(&self, _: &[u8], _: usize, _: Option<&Arc<str>>) -> Option<Arc<str>> {
+            None
+        }
         fn tokenize(&self, text: &str) -> usize {
             approx(text)
         }

@@ -29,7 +29,6 @@ use std::sync::Arc;
 
 use foldhash::fast::RandomState;
 
-use crate::artifact::json;
 use crate::tokens::Tokenizer;
 
 /// Bytes held at most, by default.
@@ -82,21 +81,18 @@ impl BlockCache {
         found
     }
 
-    /// Records the count of `key` and, if given, its text (an entry that has a text
-    /// keeps it).
-    pub fn insert(&mut self, key: &[u8], tokens: usize, text: Option<&Arc<str>>) {
-        let known = self.map.get(key).map(|entry| entry.text.is_some());
-        if known == Some(true) || (known == Some(false) && text.is_none()) {
-            return;
-        }
+    /// Records the count of `key` and, if given, its text with the text's JSON literal
+    /// (an entry that has a text keeps it).
+    pub fn insert(&mut self, key: &[u8], tokens: usize, text: Option<(&Arc<str>, &Arc<str>)>) {
         // The text and its literal, counted together.
-        let json = text.map(|t| json::literal(t));
-        let text_len = text.map_or(0, |t| t.len()) + json.as_ref().map_or(0, |j| j.len());
+        let text_len = text.map_or(0, |(t, j)| t.len() + j.len());
         if let Some(entry) = self.map.get_mut(key) {
-            if self.bytes + text_len <= self.capacity_bytes {
-                self.bytes += text_len;
-                entry.text = text.cloned();
-                entry.json = json;
+            if let (None, Some((t, j))) = (&entry.text, text) {
+                if self.bytes + text_len <= self.capacity_bytes {
+                    self.bytes += text_len;
+                    entry.text = Some(Arc::clone(t));
+                    entry.json = Some(Arc::clone(j));
+                }
             }
             return;
         }
@@ -112,8 +108,8 @@ impl BlockCache {
             key.into(),
             Cached {
                 tokens,
-                text: text.cloned(),
-                json,
+                text: text.map(|(t, _)| Arc::clone(t)),
+                json: text.map(|(_, j)| Arc::clone(j)),
             },
         );
     }
@@ -180,6 +176,7 @@ pub(crate) fn lane_key(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::artifact::json;
 
     #[test]
     fn material_is_injective_across_forms_and_fields() {
@@ -206,7 +203,7 @@ mod tests {
         let mut cache = BlockCache::with_capacity_bytes(40);
         cache.insert(b"k1", 3, None);
         let text: Arc<str> = Arc::from("hello");
-        cache.insert(b"k1", 3, Some(&text));
+        cache.insert(b"k1", 3, Some((&text, &json::literal(&text))));
         let hit = cache.get(b"k1").expect("a hit");
         assert_eq!((hit.tokens, hit.text.as_deref()), (3, Some("hello")));
         assert_eq!(hit.json.as_deref(), Some("\"hello\""));

@@ -278,10 +278,15 @@ pub fn decode_json_inputs(
 ) -> Option<CompileInputs> {
     decode_json_with_lists(
         run,
-        from_json_bytes::<Object<_>>(request).map(|o| Arc::new(o.0)),
+        json_request(request),
         json_list(evidence),
         json_list(memory),
     )
+}
+
+/// The request of [`decode_json_inputs`], shared.
+pub fn json_request(bytes: &[u8]) -> Option<Arc<InvokeRequest>> {
+    from_json_bytes::<Object<_>>(bytes).map(|o| Arc::new(o.0))
 }
 
 /// [`decode_json_inputs`] of the run, with the request and the evidence and memory

@@ -313,18 +313,18 @@ impl<T> Recent<T> {
         Some(list)
     }
 
-    /// Notes a document of sample `sample` that decoded to `list`: kept if a document
-    /// of that sample was seen before, else only its sample is noted.
-    fn offer(&mut self, sample: u64, bytes: &[u8], list: &Arc<[T]>) {
+    /// Whether a document of sample `sample` is to be kept: one of that sample was seen
+    /// before (and is no longer noted), else its sample is noted and it is not kept.
+    fn second_sight(&mut self, sample: u64) -> bool {
         if let Some(at) = self.seen.iter().position(|s| *s == sample) {
             self.seen.remove(at);
-            self.entries.push_back((bytes.into(), Arc::clone(list)));
-        } else {
-            if self.seen.len() == SEEN {
-                self.seen.pop_front();
-            }
-            self.seen.push_back(sample);
+            return true;
         }
+        if self.seen.len() == SEEN {
+            self.seen.pop_front();
+        }
+        self.seen.push_back(sample);
+        false
     }
 
     fn bytes(&self) -> usize {
@@ -385,8 +385,9 @@ impl DocumentMemo {
         while T::recent(self).entries.len() >= DOCUMENTS
             || (self.bytes() + incoming > self.capacity_bytes && !self.is_empty())
         {
-            let own = T::recent(self);
-            if own.entries.pop_front().is_none() {
+            if T::recent(self).entries.pop_front().is_none() {
+                // This kind holds none: the other kind makes room (popping from the
+                // empty one is a no-op).
                 self.evidence.entries.pop_front();
                 self.memory.entries.pop_front();
             }
@@ -420,11 +421,11 @@ where
     };
     let list = super::inputs::json_list::<T>(Some(bytes))?;
     let mut memo = lock();
-    if bytes.len() <= memo.capacity_bytes / 4 {
-        if T::recent(&mut memo).seen.contains(&sample) {
-            memo.make_room::<T>(bytes.len());
-        }
-        T::recent(&mut memo).offer(sample, bytes, &list);
+    if bytes.len() <= memo.capacity_bytes / 4 && T::recent(&mut memo).second_sight(sample) {
+        memo.make_room::<T>(bytes.len());
+        T::recent(&mut memo)
+            .entries
+            .push_back((bytes.into(), Arc::clone(&list)));
     }
     Some(list)
 }

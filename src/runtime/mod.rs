@@ -75,9 +75,9 @@ use crate::tokens::{self, Tokenizer};
 pub use envelope::*;
 pub use error::CompileError;
 pub use inputs::{
-    decode_inputs, decode_json_inputs, decode_json_with_lists, from_json_bytes, object, objects,
-    optional_object, CompileInputs, Evidence, InvokeRequest, MemoryItem, Object, Role, RunBudget,
-    RunContext, RunUser, Turn,
+    decode_inputs, decode_json_inputs, decode_json_with_lists, from_json_bytes, json_request,
+    object, objects, optional_object, CompileInputs, Evidence, InvokeRequest, MemoryItem, Object,
+    Role, RunBudget, RunContext, RunUser, Turn,
 };
 use shared::StaticText;
 pub use tools::{CapabilityMetadata, ToolManifestEntry};
@@ -287,7 +287,7 @@ impl PreparedPack {
     ) -> Option<CompileInputs> {
         decode_json_with_lists(
             run,
-            from_json_bytes::<Object<_>>(request).map(|o| Arc::new(o.0)),
+            json_request(request),
             self.decode_json_evidence(evidence),
             self.decode_json_memory(memory),
         )
@@ -320,11 +320,15 @@ impl PreparedPack {
             .get(key)
     }
 
-    fn store(&self, key: &[u8], tokens: usize, text: Option<&Arc<str>>) {
+    /// Records a count and, for a kept block, its text; returns the text's JSON
+    /// literal, made here, outside the lock.
+    fn store(&self, key: &[u8], tokens: usize, text: Option<&Arc<str>>) -> Option<Arc<str>> {
+        let json = text.map(|t| crate::artifact::json::literal(t));
         self.cache
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, tokens, text);
+            .insert(key, tokens, text.zip(json.as_ref()));
+        json
     }
 
     /// The count of a plain text, through the cache.
@@ -501,8 +505,8 @@ impl assemble::Counter for RunCounter<'_> {
         self.pack.cached(key)
     }
 
-    fn store(&self, key: &[u8], tokens: usize, text: Option<&Arc<str>>) {
-        self.pack.store(key, tokens, text);
+    fn store(&self, key: &[u8], tokens: usize, text: Option<&Arc<str>>) -> Option<Arc<str>> {
+        self.pack.store(key, tokens, text)
     }
 
     fn tokenize(&self, text: &str) -> usize {

@@ -38,28 +38,31 @@ impl ContentHash {
     }
 }
 
-/// The BLAKE3 of one evidence, memory or history content, filled by the first compile
-/// that needs it and kept with the item, so that an item of an input decoded once and
-/// shared by many compiles (the prepared pack's document memo, a host that passes the
-/// same request again) is hashed, or looked up, once.
-/// It takes no part in the item's equality, serialization or `Debug`: it is a cache of
-/// a function of the content.
+/// A value derived from the other fields of the item that holds it, kept with the item
+/// as a cache. It takes no part in the item's equality or `Debug`, and is never
+/// serialized: items that differ only in it are the same item.
 #[derive(Clone, Default)]
-pub struct HashSlot(pub(crate) OnceLock<ContentHash>);
+pub struct Derived<T>(pub(crate) T);
 
-impl PartialEq for HashSlot {
-    fn eq(&self, _: &HashSlot) -> bool {
+impl<T> PartialEq for Derived<T> {
+    fn eq(&self, _: &Derived<T>) -> bool {
         true
     }
 }
 
-impl Eq for HashSlot {}
+impl<T> Eq for Derived<T> {}
 
-impl std::fmt::Debug for HashSlot {
+impl<T> std::fmt::Debug for Derived<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("..")
     }
 }
+
+/// The BLAKE3 of one evidence, memory or history content, filled by the first compile
+/// that needs it, so that an item of an input decoded once and shared by many compiles
+/// (the prepared pack's document memo, a host that passes the same request again) is
+/// hashed, or looked up, once.
+pub type HashSlot = Derived<OnceLock<ContentHash>>;
 
 /// A text without interpolation, rendered and counted once by the prepared pack.
 #[derive(Debug)]
@@ -219,21 +222,10 @@ pub struct ContextBlock {
     pub trust: Trust,
     /// For a history turn, its role (see [`ContextBlock::turn_content`]).
     pub turn: Option<Role>,
-    /// `text` as a JSON string literal, when the block cache has it.
-    pub(crate) json: JsonText,
-}
-
-/// A block text's JSON string literal, made once, when the block cache first kept the
-/// text, so that every later envelope copies it instead of escaping the text again
-/// (the texts of evidence blocks run to hundreds of kilobytes). It takes no part in
-/// equality: it is a cache of a function of the text.
-#[derive(Debug, Clone, Default)]
-pub struct JsonText(pub(crate) Option<Arc<str>>);
-
-impl PartialEq for JsonText {
-    fn eq(&self, _: &JsonText) -> bool {
-        true
-    }
+    /// `text` as a JSON string literal, made once, when the block cache first kept the
+    /// text, so that every later envelope copies it instead of escaping the text again
+    /// (the texts of evidence blocks run to hundreds of kilobytes).
+    pub(crate) json: Derived<Option<Arc<str>>>,
 }
 
 impl Serialize for ContextBlock {

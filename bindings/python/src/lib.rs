@@ -33,8 +33,8 @@ use ctxpack::imports::Lockfile;
 use ctxpack::registry::{PinnedRef, Registry};
 use ctxpack::runtime::render::{self, Refused as RefusedBody};
 use ctxpack::runtime::{
-    decode_inputs, decode_json_with_lists, from_json_bytes, CompileError, CompiledContext,
-    Evidence, InvokeRequest, MemoryItem, Object, PreparedPack,
+    decode_inputs, decode_json_with_lists, json_request, CompileError, CompiledContext, Evidence,
+    InvokeRequest, MemoryItem, PreparedPack,
 };
 use ctxpack::signing::TrustPolicy;
 
@@ -437,10 +437,7 @@ impl Pack {
         let decoded = py.detach(|| {
             decode_json_with_lists(
                 run_text.bytes(),
-                known_request.or_else(|| {
-                    from_json_bytes::<Object<InvokeRequest>>(request_text.bytes())
-                        .map(|o| Arc::new(o.0))
-                }),
+                known_request.or_else(|| json_request(request_text.bytes())),
                 known_evidence
                     .or_else(|| pack.decode_json_evidence(evidence_text.as_ref().map(Text::bytes))),
                 known_memory
