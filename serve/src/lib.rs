@@ -48,8 +48,9 @@ pub struct Config {
     pub registry: PathBuf,
     /// Packs to prepare at start; `/readyz` answers 200 once all are.
     pub preload: Vec<String>,
-    /// Compiles running at once; more are refused with 503 and `Retry-After` (0
-    /// refuses every compile, to drain a replica).
+    /// Compiles admitted at once, running (at most one per core) or waiting for a
+    /// core; more are refused with 503 and `Retry-After` (0 refuses every compile, to
+    /// drain a replica).
     pub max_concurrency: usize,
     /// The longest a compile may take before it is answered with 503.
     pub timeout: Duration,
@@ -81,6 +82,11 @@ pub struct Service {
     /// Packs being prepared, so that concurrent first requests wait for one load.
     loading: Mutex<std::collections::HashMap<String, Loading>>,
     permits: Arc<Semaphore>,
+    /// Decoding and compiling are CPU work: at most one per core runs at a time, and
+    /// the requests admitted beyond that wait their turn. Run all at once, they would
+    /// share the cores by time slices and evict each other's data from the caches,
+    /// which costs throughput and gains no request anything.
+    cores: Arc<Semaphore>,
     pub metrics: Metrics,
     ready: Mutex<Readiness>,
 }
@@ -104,6 +110,9 @@ impl Service {
             cache: Mutex::new(lru::LruCache::new(capacity)),
             loading: Mutex::new(Default::default()),
             permits: Arc::new(Semaphore::new(config.max_concurrency)),
+            cores: Arc::new(Semaphore::new(
+                std::thread::available_parallelism().map_or(1, NonZeroUsize::get),
+            )),
             metrics: Metrics::default(),
             ready: Mutex::new(if config.preload.is_empty() {
                 Readiness::Ready
@@ -150,6 +159,11 @@ impl Service {
             )
         };
         failed
+    }
+
+    /// The prepared pack for `reference` if the cache holds it.
+    fn cached(&self, reference: &PackRef) -> Option<Arc<Prepared>> {
+        lock(&self.cache).get(&reference.to_string()).cloned()
     }
 
     /// The prepared pack for `reference`: from the cache, or loaded and prepared once
@@ -519,44 +533,115 @@ fn invalid(member: &str, message: &str) -> CliError {
     CliError::new("invalid_input", 4, format!("{member}: {message}"))
 }
 
+/// What the first turn on a core made of a request.
+enum Turn {
+    /// The body could not be read as a compile request.
+    Rejected(CliError),
+    /// The pack is not prepared yet: it is loaded (off this core's turn), then the
+    /// request compiled.
+    Unprepared(CompileRequest, PackRef, tokio::sync::OwnedSemaphorePermit),
+    /// Compiled, with the time the compile took.
+    Compiled(Arc<Prepared>, Box<CompileResult>, Duration),
+}
+
+type CompileResult = Result<(Vec<u8>, ctxpack::runtime::CompiledContext), CompileFailure>;
+
 async fn answer(
     service: &Arc<Service>,
     bytes: Bytes,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) -> Response {
-    let parsed = tokio::task::spawn_blocking(move || (parse_request(&bytes), permit)).await;
-    let (request, permit) = match parsed {
-        Ok((Ok(r), permit)) => (r, permit),
-        Ok((Err(e), _)) => return error_response(&e, outcome_of(&e, None)),
+    // A request waits here for a core; a timeout while it waits drops it before any
+    // work was done.
+    let Ok(core) = Arc::clone(&service.cores).acquire_owned().await else {
+        let e = internal("the core slots are closed".into());
+        return error_response(&e, outcome_of(&e, None));
+    };
+    // The usual request (a prepared pack) is read and compiled in one turn, on one
+    // thread: each hand-over between threads costs a context switch.
+    let first = {
+        let service = Arc::clone(service);
+        // The compile slot is held until the compile is done; the core only for
+        // this turn.
+        tokio::task::spawn_blocking(move || {
+            let turn = first_turn(&service, &bytes, permit);
+            drop(core);
+            turn
+        })
+    };
+    let (prepared, result, elapsed) = match first.await {
+        Ok(Turn::Compiled(prepared, result, elapsed)) => (prepared, *result, elapsed),
+        Ok(Turn::Rejected(e)) => return error_response(&e, outcome_of(&e, None)),
+        Ok(Turn::Unprepared(request, reference, permit)) => {
+            let prepared = match service.prepared(&reference).await {
+                Ok(p) => p,
+                Err(e) => return error_response(&e, outcome_of(&e, None)),
+            };
+            match compile_later(service, &prepared, request, permit).await {
+                Ok((result, elapsed)) => (prepared, result, elapsed),
+                Err(response) => return response,
+            }
+        }
         Err(e) => {
-            let e = internal(format!("reading the request failed: {e}"));
+            let e = internal(format!("the compile failed: {e}"));
             return error_response(&e, outcome_of(&e, None));
         }
     };
-    let prepared = match parse_ref(&request.pack) {
-        Ok(reference) => service.prepared(&reference).await,
-        Err(e) => Err(e),
+    respond(service, &prepared, result, elapsed)
+}
+
+/// Reads the body, finds the prepared pack and, when the cache holds it, compiles.
+fn first_turn(service: &Service, bytes: &Bytes, permit: tokio::sync::OwnedSemaphorePermit) -> Turn {
+    let request = match parse_request(bytes) {
+        Ok(r) => r,
+        Err(e) => return Turn::Rejected(e),
     };
-    let prepared = match prepared {
-        Ok(p) => p,
-        Err(e) => return error_response(&e, outcome_of(&e, None)),
+    let reference = match parse_ref(&request.pack) {
+        Ok(r) => r,
+        Err(e) => return Turn::Rejected(e),
     };
-    let started = Instant::now();
-    let work = {
-        let prepared = Arc::clone(&prepared);
-        tokio::task::spawn_blocking(move || {
+    match service.cached(&reference) {
+        Some(prepared) => {
+            let started = Instant::now();
             let result = run_compile(&prepared, request);
-            drop(permit);
-            result
-        })
+            Turn::Compiled(prepared, Box::new(result), started.elapsed())
+        }
+        None => Turn::Unprepared(request, reference, permit),
+    }
+}
+
+/// Compiles a request whose pack had to be prepared first, on a core's turn again.
+async fn compile_later(
+    service: &Arc<Service>,
+    prepared: &Arc<Prepared>,
+    request: CompileRequest,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) -> Result<(CompileResult, Duration), Response> {
+    let Ok(core) = Arc::clone(&service.cores).acquire_owned().await else {
+        let e = internal("the core slots are closed".into());
+        return Err(error_response(&e, outcome_of(&e, None)));
     };
-    let result = work.await.unwrap_or_else(|e| {
-        Err(Box::new((
-            internal(format!("the compile failed: {e}")),
-            None,
-        )))
-    });
-    let elapsed = started.elapsed();
+    let prepared = Arc::clone(prepared);
+    tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let result = run_compile(&prepared, request);
+        drop((core, permit));
+        (result, started.elapsed())
+    })
+    .await
+    .map_err(|e| {
+        let e = internal(format!("the compile failed: {e}"));
+        error_response(&e, outcome_of(&e, None))
+    })
+}
+
+/// The response to a compile, and its metrics.
+fn respond(
+    service: &Service,
+    prepared: &Arc<Prepared>,
+    result: CompileResult,
+    elapsed: Duration,
+) -> Response {
     match result {
         Ok((body, compiled)) => {
             let outcome = if compiled.runtime_controls.must_refuse {
@@ -566,7 +651,7 @@ async fn answer(
             };
             service
                 .metrics
-                .record_compile(&prepared, Some(&compiled), outcome, elapsed);
+                .record_compile(prepared, Some(&compiled), outcome, elapsed);
             let ledger = compiled.context_ledger.hash.clone();
             let mut response = (
                 StatusCode::OK,
@@ -596,8 +681,8 @@ async fn answer(
             };
             service
                 .metrics
-                .record_compile(&prepared, compiled.as_ref(), kind, elapsed);
-            let mut outcome = outcome_of(&error, Some(&prepared));
+                .record_compile(prepared, compiled.as_ref(), kind, elapsed);
+            let mut outcome = outcome_of(&error, Some(prepared));
             outcome.intent = compiled.map(|c| c.intent.name);
             error_response(&error, outcome)
         }
@@ -607,10 +692,7 @@ async fn answer(
 type CompileFailure = Box<(CliError, Option<ctxpack::runtime::CompiledContext>)>;
 
 /// Decodes the inputs, compiles and renders, as `ctxpack compile` does.
-fn run_compile(
-    prepared: &Prepared,
-    request: CompileRequest,
-) -> Result<(Vec<u8>, ctxpack::runtime::CompiledContext), CompileFailure> {
+fn run_compile(prepared: &Prepared, request: CompileRequest) -> CompileResult {
     let inputs = match request.inputs {
         Inputs::Decoded(inputs) => *inputs,
         Inputs::Documents {

@@ -25,7 +25,8 @@ struct Args {
     /// all are prepared. Repeat the flag for several.
     #[arg(long, value_name = "PACK")]
     preload: Vec<String>,
-    /// Compiles running at once; more are answered 503 with `Retry-After`.
+    /// Compiles admitted at once (running, at most one per core, or waiting for a
+    /// core); more are answered 503 with `Retry-After`.
     #[arg(long, default_value_t = 64)]
     max_concurrency: usize,
     /// Milliseconds a compile may take before it is answered 503.

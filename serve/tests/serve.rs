@@ -607,6 +607,41 @@ fn concurrent_first_requests_prepare_the_pack_once() {
     );
 }
 
+/// Compiles run at most one per core; the requests beyond that wait their turn and
+/// get the same bytes as requests sent one at a time.
+#[test]
+fn more_concurrent_compiles_than_cores_answer_the_same_bytes() {
+    let packs = Packs::new();
+    let server = Server::start(&packs, &[]);
+    let alone = server.compile(&basic_body());
+    assert_eq!(alone.status, 200, "{}", alone.text());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let answers: Vec<Response> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..cores * 8)
+            .map(|_| s.spawn(|| server.compile(&basic_body())))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for r in &answers {
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.body, alone.body);
+        assert_eq!(
+            r.header("x-ctxpack-ledger-hash"),
+            alone.header("x-ctxpack-ledger-hash")
+        );
+    }
+    let text = server.metrics();
+    assert_eq!(
+        metric(
+            &text,
+            "ctxpack_compile_duration_seconds_count",
+            &["pack=\"conformance/shop\""]
+        ),
+        Some((cores * 8 + 1) as f64),
+        "{text}"
+    );
+}
+
 #[test]
 fn probes_and_preload() {
     let packs = Packs::new();
