@@ -438,6 +438,53 @@ pub(crate) fn literal(text: &str) -> Arc<str> {
     }
 }
 
+/// A value with its JSON written before (by [`raw`]): [`Serializer`] copies the JSON
+/// instead of writing the value again; every other serializer sees a newtype around
+/// the value, that is, the value. For the values a prepared pack writes into every
+/// envelope unchanged, such as tools' input schemas (whose maps are sorted each time
+/// they are written).
+///
+/// As with [`Literal`], the JSON travels beside the value in a thread-local slot, and
+/// is used only for the very value it was made from (the same address, which the
+/// borrow keeps alive for the call).
+pub(crate) struct Raw<'a, T: ?Sized> {
+    pub value: &'a T,
+    /// From [`raw`] of `value`.
+    pub json: &'a Arc<str>,
+}
+
+/// The newtype name by which [`Serializer`] recognises a [`Raw`].
+const RAW: &str = "$ctxpack::json::Raw";
+
+thread_local! {
+    /// The address and JSON of the [`Raw`] value being serialized on this thread.
+    static NEXT_RAW: RefCell<Option<(usize, Arc<str>)>> = const { RefCell::new(None) };
+}
+
+/// The address a [`Raw`] is matched by.
+fn address_of<T: ?Sized>(value: &T) -> usize {
+    (value as *const T).cast::<()>() as usize
+}
+
+impl<T: Serialize + ?Sized> Serialize for Raw<'_, T> {
+    fn serialize<S: ser::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let pair = (address_of(self.value), Arc::clone(self.json));
+        NEXT_RAW.with(|slot| *slot.borrow_mut() = Some(pair));
+        let result = s.serialize_newtype_struct(RAW, self.value);
+        NEXT_RAW.with(|slot| slot.borrow_mut().take());
+        result
+    }
+}
+
+/// `value` as [`Serializer`] writes it, for a [`Raw`].
+pub(crate) fn raw<T: Serialize + ?Sized>(value: &T) -> Result<Arc<str>, Error> {
+    let out = to_vec(value)?;
+    // The serializer writes UTF-8 only.
+    String::from_utf8(out)
+        .map(Arc::from)
+        .map_err(|e| Error(e.to_string()))
+}
+
 /// The serializer. Use [`to_sink`] or [`to_vec`].
 pub struct Serializer<'o, S: Sink> {
     out: &'o mut S,
@@ -557,6 +604,16 @@ impl<'a, 'o, S: Sink> ser::Serializer for &'a mut Serializer<'o, S> {
                 out: self.out,
                 literal: true,
             });
+        }
+        if name == RAW {
+            // The very value the JSON was made from.
+            if let Some((_, json)) = NEXT_RAW
+                .with(|slot| slot.borrow_mut().take())
+                .filter(|(at, _)| *at == address_of(value))
+            {
+                self.out.put(json.as_bytes());
+                return Ok(());
+            }
         }
         value.serialize(self)
     }
@@ -1033,6 +1090,41 @@ mod tests {
         );
     }
 
+    /// Raw JSON is used only for the very value it was made from, and never outlives
+    /// the `Raw` that carried it.
+    #[test]
+    fn raw_json_is_used_for_its_own_value_only() {
+        let value = json!({"b": [1, "two"], "a": null});
+        let wrong: Arc<str> = Arc::from("\"not this\"");
+        // JSON that does not belong to the value: the slot names another address.
+        let other = value.clone();
+        NEXT_RAW.with(|slot| *slot.borrow_mut() = Some((address_of(&other), Arc::clone(&wrong))));
+        let mut out = Vec::new();
+        let mut ser = Serializer { out: &mut out };
+        let _ = ser::Serializer::serialize_newtype_struct(&mut ser, RAW, &value);
+        assert_eq!(out, serde_json::to_vec(&value).unwrap());
+        assert!(NEXT_RAW.with(|slot| slot.borrow().is_none()));
+        // A newtype of that name with an empty slot is the value.
+        let mut out = Vec::new();
+        let mut ser = Serializer { out: &mut out };
+        let _ = ser::Serializer::serialize_newtype_struct(&mut ser, RAW, &value);
+        assert_eq!(out, serde_json::to_vec(&value).unwrap());
+        // Other serializers see the value, and the slot is emptied after them.
+        let carried = Raw {
+            value: &value,
+            json: &wrong,
+        };
+        assert_eq!(
+            serde_json::to_string(&carried).unwrap(),
+            serde_json::to_string(&value).unwrap()
+        );
+        assert!(NEXT_RAW.with(|slot| slot.borrow().is_none()));
+        // Ours copies the JSON it was given for the value (here deliberately not the
+        // value's, to show the copy), and only there.
+        assert_eq!(to_vec(&[&carried]).unwrap(), b"[\"not this\"]");
+        assert!(NEXT_RAW.with(|slot| slot.borrow().is_none()));
+    }
+
     #[test]
     fn hash_sink_hashes_the_bytes() {
         let value = json!({"text": "x".repeat(100_000), "n": [1, 2, 3]});
@@ -1093,6 +1185,15 @@ mod tests {
             let lit = Literal { text: &text, json: &json };
             prop_assert_eq!(to_vec(&[&lit]).expect("serializes"), serde_json::to_vec(&[&*text]).expect("serializes"));
             prop_assert_eq!(serde_json::to_vec(&lit).expect("serializes"), serde_json::to_vec(&*text).expect("serializes"));
+        }
+
+        #[test]
+        fn raw_json_is_what_serde_json_writes(value in arb_value()) {
+            let json = raw(&value).expect("serializes");
+            prop_assert_eq!(json.as_bytes(), serde_json::to_vec(&value).expect("serializes"));
+            let carried = Raw { value: &value, json: &json };
+            prop_assert_eq!(to_vec(&[&carried]).expect("serializes"), serde_json::to_vec(&[&value]).expect("serializes"));
+            prop_assert_eq!(serde_json::to_vec(&carried).expect("serializes"), serde_json::to_vec(&value).expect("serializes"));
         }
 
         #[test]

@@ -31,7 +31,7 @@ use super::inputs::CompileInputs;
 use super::intent::Resolved;
 use super::memo::{ContentHash, Contents};
 use super::policy::PolicyOutcome;
-use super::shared::{blake3_ref, sorted_values};
+use super::shared::{blake3_ref, raw_field, Derived, SortedValues};
 pub use super::shared::{BlockSource, ContextBlock, Diagnostic, Trust};
 use super::tools::{ToolManifestEntry, ToolSurface};
 
@@ -90,17 +90,52 @@ pub struct Manifests {
     pub tool_manifest: Vec<ToolManifestEntry>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PolicyManifestEntry {
     pub bundle: Arc<str>,
     /// Shared with the prepared pack (never copied per compile).
-    #[serde(serialize_with = "sorted_values")]
     pub effects: std::sync::Arc<[Value]>,
     pub enforcing: bool,
     pub error: Option<String>,
     pub fired: bool,
     pub policy: Arc<str>,
     pub priority: i64,
+    /// `effects` as canonical JSON, written once by the prepared pack, so that every
+    /// envelope copies it instead of sorting and writing the effects again.
+    pub(crate) effects_json: Derived<Option<Arc<str>>>,
+}
+
+impl Serialize for PolicyManifestEntry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        // Members in sorted order, as the canonical envelope writes them; a field
+        // added to the struct is added here too.
+        let mut st = s.serialize_struct("PolicyManifestEntry", 7)?;
+        st.serialize_field("bundle", &self.bundle)?;
+        let effects = SortedValues(&self.effects);
+        raw_field(&mut st, "effects", &effects, &self.effects_json)?;
+        st.serialize_field("enforcing", &self.enforcing)?;
+        st.serialize_field("error", &self.error)?;
+        st.serialize_field("fired", &self.fired)?;
+        st.serialize_field("policy", &self.policy)?;
+        st.serialize_field("priority", &self.priority)?;
+        st.end()
+    }
+}
+
+/// A policy's effects in manifest form, with their canonical JSON (see
+/// [`PolicyManifestEntry`]), built once per prepared pack.
+#[derive(Debug)]
+pub(crate) struct PreparedEffects {
+    pub values: Arc<[Value]>,
+    pub json: Option<Arc<str>>,
+}
+
+impl PreparedEffects {
+    pub fn new(values: Arc<[Value]>) -> PreparedEffects {
+        let json = crate::artifact::json::raw(&SortedValues(&values)).ok();
+        PreparedEffects { values, json }
+    }
 }
 
 /// One evidence item, in the order the `evidence` bucket tried them.
@@ -209,7 +244,7 @@ pub(crate) struct Parts<'a> {
     pub artifact: &'a Artifact,
     pub pack_hash: &'a str,
     /// By policy: the manifest form of its effects, its name and its bundle.
-    pub policy_effects: &'a [Arc<[Value]>],
+    pub policy_effects: &'a [PreparedEffects],
     pub policy_names: &'a [Arc<str>],
     pub policy_bundles: &'a [Arc<str>],
     /// The pack's bundles, sorted and unique.
@@ -325,8 +360,9 @@ fn policy_manifest(parts: &Parts<'_>) -> Vec<PolicyManifestEntry> {
             priority: p.priority,
             enforcing: p.enforcing,
             fired: r.fired,
-            effects: Arc::clone(effects),
+            effects: Arc::clone(&effects.values),
             error: r.error.clone(),
+            effects_json: Derived(effects.json.clone()),
         })
         .collect()
 }
@@ -463,8 +499,18 @@ impl CompiledContext {
         let hash = blake3_ref(&blake3::hash(&unsealed));
         // `"inputs":"blake3:` cannot occur inside a JSON string (its quotes would be
         // escaped) nor as another member before the ledger's: the envelope's earlier
-        // members hold no string-valued `inputs` key.
-        let at = find(&unsealed, b"\"context_ledger\":{").and_then(|ledger| {
+        // members hold no string-valued `inputs` key. The ledger is written after
+        // `compiled_prompt`, which holds every block text, so it starts past as many
+        // bytes as those texts have: the search for it starts there.
+        let skip = self
+            .compiled_prompt
+            .context_blocks
+            .iter()
+            .map(|b| b.text.len())
+            .sum::<usize>()
+            .min(unsealed.len());
+        let at = find(&unsealed[skip..], b"\"context_ledger\":{").and_then(|ledger| {
+            let ledger = skip + ledger;
             find(&unsealed[ledger..], b",\"inputs\":\"blake3:").map(|i| ledger + i)
         });
         self.context_ledger.hash = hash;

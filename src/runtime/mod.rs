@@ -99,7 +99,7 @@ pub struct PreparedPack {
     /// first three are shared with every manifest.
     tools: Vec<tools::PreparedTool>,
     /// The manifest form of every policy's effects, by policy index.
-    policy_effects: Vec<Arc<[Value]>>,
+    policy_effects: Vec<envelope::PreparedEffects>,
     /// Blocks without interpolation, by block index: their text and its count for
     /// the pack's tokenizer.
     static_blocks: Vec<Option<StaticText>>,
@@ -209,7 +209,9 @@ impl PreparedPack {
         let policy_effects = artifact
             .policies
             .iter()
-            .map(|p| p.effects.iter().map(policy::effect_json).collect())
+            .map(|p| {
+                envelope::PreparedEffects::new(p.effects.iter().map(policy::effect_json).collect())
+            })
             .collect();
         let shared = |s: &String| Arc::<str>::from(s.as_str());
         let bucket_shared = budget.buckets.iter().map(|b| shared(&b.name)).collect();

@@ -144,22 +144,35 @@ impl Serialize for SortedValue<'_> {
     }
 }
 
-pub(crate) fn sorted_shared_value<S: serde::Serializer>(
-    v: &std::sync::Arc<Value>,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    SortedValue(v).serialize(s)
+/// Writes member `key` of a struct: `value`, through its canonical JSON when the
+/// prepared pack made it (see [`crate::artifact::json::Raw`]).
+pub(crate) fn raw_field<S, T>(
+    st: &mut S,
+    key: &'static str,
+    value: &T,
+    json: &Derived<Option<Arc<str>>>,
+) -> Result<(), S::Error>
+where
+    S: serde::ser::SerializeStruct,
+    T: Serialize + ?Sized,
+{
+    match &json.0 {
+        Some(json) => st.serialize_field(key, &crate::artifact::json::Raw { value, json }),
+        None => st.serialize_field(key, value),
+    }
 }
 
-pub(crate) fn sorted_values<S: serde::Serializer>(
-    v: &std::sync::Arc<[Value]>,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    let mut seq = s.serialize_seq(Some(v.len()))?;
-    for item in v.iter() {
-        seq.serialize_element(&SortedValue(item))?;
+/// A list of values, each written as [`SortedValue`].
+pub(crate) struct SortedValues<'a>(pub &'a [Value]);
+
+impl Serialize for SortedValues<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for item in self.0 {
+            seq.serialize_element(&SortedValue(item))?;
+        }
+        seq.end()
     }
-    seq.end()
 }
 
 /// The role of a history turn.

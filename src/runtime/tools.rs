@@ -31,22 +31,39 @@ use crate::artifact::{Approval, Artifact, Effect, Intent};
 
 use super::inputs::RunContext;
 use super::policy::PolicyResult;
-use super::shared::StaticText;
+use super::shared::{raw_field, Derived, SortedValue, StaticText};
 use crate::tokens::Tokenizer;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ToolManifestEntry {
     pub capability_metadata: CapabilityMetadata,
     /// The tool's input schema, shared with the prepared pack (never copied per compile).
-    #[serde(serialize_with = "super::shared::sorted_shared_value")]
     pub json_schema: Arc<Value>,
     pub name: Arc<str>,
     pub surfaced: bool,
     pub withheld_reason: Option<Cow<'static, str>>,
     /// The tool's description, for the provider renders (the envelope carries it as the
-    /// `tools` block's text, which the budget may drop).
-    #[serde(skip)]
+    /// `tools` block's text, which the budget may drop). Not serialized.
     pub description: Arc<str>,
+    /// `json_schema` as canonical JSON, written once by the prepared pack, so that
+    /// every envelope copies it instead of sorting and writing the schema again.
+    pub(crate) schema_json: Derived<Option<Arc<str>>>,
+}
+
+impl Serialize for ToolManifestEntry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        // Members in sorted order, as the canonical envelope writes them; a field
+        // added to the struct is added here too.
+        let mut st = s.serialize_struct("ToolManifestEntry", 5)?;
+        st.serialize_field("capability_metadata", &self.capability_metadata)?;
+        let schema = SortedValue(&self.json_schema);
+        raw_field(&mut st, "json_schema", &schema, &self.schema_json)?;
+        st.serialize_field("name", &self.name)?;
+        st.serialize_field("surfaced", &self.surfaced)?;
+        st.serialize_field("withheld_reason", &self.withheld_reason)?;
+        st.end()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -64,6 +81,8 @@ pub struct CapabilityMetadata {
 pub(crate) struct PreparedTool {
     pub name: Arc<str>,
     pub json_schema: Arc<Value>,
+    /// `json_schema` as the envelope writes it (see [`ToolManifestEntry`]).
+    pub schema_json: Option<Arc<str>>,
     pub description: Arc<str>,
     pub kind: Arc<str>,
     /// The `tools` block text (see [`block_text`]), counted with the pack's tokenizer.
@@ -75,6 +94,7 @@ impl PreparedTool {
         PreparedTool {
             name: Arc::from(tool.name.as_str()),
             json_schema: Arc::new(tool.input.clone()),
+            schema_json: crate::artifact::json::raw(&SortedValue(&tool.input)).ok(),
             description: Arc::from(tool.description.as_str()),
             kind: Arc::from(tool.kind.as_str()),
             block: StaticText::new(block_text(tool), kind),
@@ -192,6 +212,7 @@ pub(crate) fn surface<'a>(
                     derivation,
                 },
                 description: Arc::clone(&prepared.description),
+                schema_json: Derived(prepared.schema_json.clone()),
             }
         })
         .collect();
