@@ -1906,3 +1906,57 @@ fn an_optional_member_given_as_null_is_absent() {
         assert_eq!(null, absent, "{doc}.{member}");
     }
 }
+
+/// An item keeps its content's hash once a compile has computed it; a content set
+/// afterwards (on the item or on a clone of it) is compiled as the new content, never
+/// under the hash of the old one.
+#[test]
+fn a_content_set_after_a_compile_is_compiled_anew() {
+    let prepared = PreparedPack::new(pack()).expect("prepares");
+    let inputs = inputs_with(|_, _, _, _| {}).expect("decodes");
+    let first = prepared
+        .compile(&inputs)
+        .expect("compiles")
+        .canonical_bytes();
+    // Clones of the compiled items, which carry their hashes.
+    let mut evidence = inputs.evidence.to_vec();
+    let mut memory = inputs.memory.to_vec();
+    let mut request = (*inputs.request).clone();
+    evidence[0].set_content("Refunds take 9 days.");
+    memory[0].set_content("Customer prefers phone.");
+    request.history[0].set_content("Hi, I lost my order");
+    let edited = CompileInputs {
+        run: inputs.run.clone(),
+        request: Arc::new(request),
+        evidence: evidence.into(),
+        memory: memory.into(),
+    };
+    let again = prepared
+        .compile(&edited)
+        .expect("compiles")
+        .canonical_bytes();
+    // What the same edit gives, decoded afresh by a pack that never saw the old text.
+    let fresh = inputs_with(|_, q, e, m| {
+        e[0]["content"] = json!("Refunds take 9 days.");
+        m[0]["content"] = json!("Customer prefers phone.");
+        q["history"][0]["content"] = json!("Hi, I lost my order");
+    })
+    .expect("decodes");
+    let expected = PreparedPack::new(pack())
+        .expect("prepares")
+        .compile(&fresh)
+        .expect("compiles")
+        .canonical_bytes();
+    assert_ne!(again, first);
+    assert_eq!(again, expected);
+    let text = String::from_utf8(again).expect("UTF-8");
+    assert!(text.contains("Refunds take 9 days."), "{text}");
+    assert!(!text.contains("Refunds take 5 days."), "{text}");
+    assert_eq!(
+        Evidence::new("x", "s", "c").content(),
+        "c",
+        "the constructor keeps the content"
+    );
+    assert_eq!(MemoryItem::new("m", "c").promoted, Some(true));
+    assert_eq!(Turn::new(Role::User, "hi").content(), "hi");
+}

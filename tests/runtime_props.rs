@@ -244,7 +244,7 @@ proptest! {
             .request
             .history
             .iter()
-            .map(|t| format!("blake3:{}", blake3::hash(t.content.as_bytes()).to_hex()))
+            .map(|t| format!("blake3:{}", blake3::hash(t.content().as_bytes()).to_hex()))
             .collect();
         expected.extend(session_ids.iter().map(|id| ("session".into(), id.clone())));
         for key in &expected {

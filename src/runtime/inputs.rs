@@ -115,10 +115,22 @@ pub struct InvokeRequest {
 #[serde(deny_unknown_fields)]
 pub struct Turn {
     pub role: Role,
-    pub content: String,
+    /// Read and set through [`Turn::content`] and [`Turn::set_content`].
+    pub(crate) content: String,
     /// The BLAKE3 of `content`, once a compile has needed it.
     #[serde(skip)]
     pub(crate) hash: HashSlot,
+}
+
+impl Turn {
+    /// A turn of `role` saying `content`.
+    pub fn new(role: Role, content: impl Into<String>) -> Turn {
+        Turn {
+            role,
+            content: content.into(),
+            hash: HashSlot::default(),
+        }
+    }
 }
 
 /// One piece of retrieved evidence, untrusted.
@@ -128,7 +140,8 @@ pub struct Evidence {
     /// Shared with the envelope, which names every evidence item several times.
     pub id: Arc<str>,
     pub source: Arc<str>,
-    pub content: String,
+    /// Read and set through [`Evidence::content`] and [`Evidence::set_content`].
+    pub(crate) content: String,
     #[serde(default, deserialize_with = "null_as_default")]
     pub score: f64,
     #[serde(default, deserialize_with = "null_as_default")]
@@ -138,12 +151,27 @@ pub struct Evidence {
     pub(crate) hash: HashSlot,
 }
 
+impl Evidence {
+    /// An item with a score and hop count of 0.
+    pub fn new(id: &str, source: &str, content: impl Into<String>) -> Evidence {
+        Evidence {
+            id: Arc::from(id),
+            source: Arc::from(source),
+            content: content.into(),
+            score: 0.0,
+            hops: 0,
+            hash: HashSlot::default(),
+        }
+    }
+}
+
 /// One item of promoted memory, untrusted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryItem {
     pub id: Arc<str>,
-    pub content: String,
+    /// Read and set through [`MemoryItem::content`] and [`MemoryItem::set_content`].
+    pub(crate) content: String,
     /// Must be `true`: raw (unpromoted) memory is refused.
     #[serde(default)]
     pub promoted: Option<bool>,
@@ -153,6 +181,41 @@ pub struct MemoryItem {
     #[serde(skip)]
     pub(crate) hash: HashSlot,
 }
+
+impl MemoryItem {
+    /// A promoted item with a score of 0.
+    pub fn new(id: &str, content: impl Into<String>) -> MemoryItem {
+        MemoryItem {
+            id: Arc::from(id),
+            content: content.into(),
+            promoted: Some(true),
+            score: 0.0,
+            hash: HashSlot::default(),
+        }
+    }
+}
+
+/// `content()` and `set_content()` of the items that keep their content's hash.
+macro_rules! content_methods {
+    ($($item:ty),*) => {$(
+        impl $item {
+            pub fn content(&self) -> &str {
+                &self.content
+            }
+
+            /// Replaces the content. The item keeps its content's hash once a compile
+            /// has computed it, and a compile that finds the hash there trusts it: the
+            /// content is set only here, which forgets the hash, so that a kept hash
+            /// always belongs to the content beside it.
+            pub fn set_content(&mut self, content: impl Into<String>) {
+                self.content = content.into();
+                self.hash = HashSlot::default();
+            }
+        }
+    )*};
+}
+
+content_methods!(Turn, Evidence, MemoryItem);
 
 /// A struct read from a JSON object only. serde's derived impls also fill a struct
 /// from an array, member by member in declaration order; an input of that shape is
