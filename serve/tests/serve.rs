@@ -378,12 +378,14 @@ fn every_error_status() {
     let big = vec![b' '; 200_000];
     let r = server.request("POST", "/v1/compile", &big);
     assert_eq!((r.status, kind(&r).as_str()), (413, "payload_too_large"));
+    assert_eq!(r.json()["error"]["exit_code"], 3);
     drop(server);
     // 503 with Retry-After: no compile slot (0 refuses every compile).
     let server = Server::start(&packs, &["--max-concurrency", "0"]);
     let r = server.compile(&basic_body());
     assert_eq!((r.status, kind(&r).as_str()), (503, "overloaded"));
     assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(r.json()["error"]["exit_code"], 5);
 }
 
 #[test]
@@ -439,6 +441,7 @@ fn a_compile_past_the_request_timeout_answers_503_and_the_service_goes_on() {
     let r = server.compile(&basic_body());
     assert_eq!(r.status, 503, "{}", r.text());
     assert_eq!(r.json()["error"]["kind"], "timeout");
+    assert_eq!(r.json()["error"]["exit_code"], 5);
     assert_eq!(r.header("retry-after"), Some("1"));
     assert_eq!(server.request("GET", "/healthz", b"").status, 200);
     drop(server);
@@ -763,6 +766,7 @@ fn connections_are_answered_or_closed_in_bounded_time() {
         .unwrap();
     let r = read_response(s);
     assert_eq!((r.status, kind(&r).as_str()), (408, "request_timeout"));
+    assert_eq!(r.json()["error"]["exit_code"], 3);
     assert!(started.elapsed() < Duration::from_secs(5));
     // A head that never ends: the connection is closed without an answer.
     let started = std::time::Instant::now();
