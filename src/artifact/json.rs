@@ -394,40 +394,8 @@ fn put_integer<S: Sink + ?Sized>(out: &mut S, v: impl itoa::Integer) {
     out.put(itoa::Buffer::new().format(v).as_bytes());
 }
 
-/// A text with its JSON string literal (quotes included) made before: [`Serializer`]
-/// writes the literal instead of escaping the text again; every other serializer sees
-/// a newtype around the text, that is, the text.
-///
-/// serde hands a serializer the text alone, so the literal travels beside it: its
-/// `Serialize` puts the pair in a thread-local slot that [`Serializer`] takes from, and
-/// the literal is used only for the very text it was made from (the same allocation,
-/// which the slot keeps alive). Anything else finds the slot empty or not matching,
-/// and the text is escaped as usual.
-pub(crate) struct Literal<'a> {
-    pub text: &'a Arc<str>,
-    /// From [`literal`] of `text`.
-    pub json: &'a Arc<str>,
-}
-
-/// The newtype name by which [`Serializer`] recognises a [`Literal`].
-const LITERAL: &str = "$ctxpack::json::Literal";
-
-thread_local! {
-    /// The text and literal of the [`Literal`] being serialized on this thread.
-    static NEXT_LITERAL: RefCell<Option<(Arc<str>, Arc<str>)>> = const { RefCell::new(None) };
-}
-
-impl Serialize for Literal<'_> {
-    fn serialize<S: ser::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let pair = (Arc::clone(self.text), Arc::clone(self.json));
-        NEXT_LITERAL.with(|slot| *slot.borrow_mut() = Some(pair));
-        let result = s.serialize_newtype_struct(LITERAL, &**self.text);
-        NEXT_LITERAL.with(|slot| slot.borrow_mut().take());
-        result
-    }
-}
-
-/// The JSON string literal of `text`, quotes included, as [`Serializer`] writes it.
+/// The JSON string literal of `text`, quotes included, as [`Serializer`] writes it:
+/// the JSON of a [`Raw`] text.
 pub(crate) fn literal(text: &str) -> Arc<str> {
     let mut out = Vec::with_capacity(text.len() + text.len() / 16 + 2);
     write_str(&mut out, text);
@@ -438,15 +406,18 @@ pub(crate) fn literal(text: &str) -> Arc<str> {
     }
 }
 
-/// A value with its JSON written before (by [`raw`]): [`Serializer`] copies the JSON
-/// instead of writing the value again; every other serializer sees a newtype around
-/// the value, that is, the value. For the values a prepared pack writes into every
-/// envelope unchanged, such as tools' input schemas (whose maps are sorted each time
-/// they are written).
+/// A value with its JSON written before (by [`raw`], or [`literal`] for a text):
+/// [`Serializer`] copies the JSON instead of writing the value again; every other
+/// serializer sees a newtype around the value, that is, the value. For what the
+/// envelope repeats unchanged: the texts of cached blocks (hundreds of kilobytes to
+/// escape), tools' input schemas and policies' effects (whose maps are sorted each
+/// time they are written).
 ///
-/// As with [`Literal`], the JSON travels beside the value in a thread-local slot, and
-/// is used only for the very value it was made from (the same address, which the
-/// borrow keeps alive for the call).
+/// serde hands a serializer the value alone, so the JSON travels beside it: its
+/// `Serialize` puts the value's address and the JSON in a thread-local slot that
+/// [`Serializer`] takes from, and the JSON is used only for the very value it was made
+/// for (the same address, which the borrow keeps alive for the call). Anything else
+/// finds the slot empty or not matching, and the value is written as usual.
 pub(crate) struct Raw<'a, T: ?Sized> {
     pub value: &'a T,
     /// From [`raw`] of `value`.
@@ -599,12 +570,6 @@ impl<'a, 'o, S: Sink> ser::Serializer for &'a mut Serializer<'o, S> {
         name: &'static str,
         value: &T,
     ) -> Result<(), Error> {
-        if name == LITERAL {
-            return value.serialize(MapKey {
-                out: self.out,
-                literal: true,
-            });
-        }
         if name == RAW {
             // The very value the JSON was made from.
             if let Some((_, json)) = NEXT_RAW
@@ -749,7 +714,6 @@ impl<S: Sink> ser::SerializeMap for Compound<'_, '_, S> {
         self.comma();
         key.serialize(MapKey {
             out: &mut *self.ser.out,
-            literal: false,
         })
     }
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
@@ -792,11 +756,9 @@ impl<S: Sink> ser::SerializeStructVariant for Compound<'_, '_, S> {
 }
 
 /// A map key: strings as they are; numbers and bools quoted, as serde_json writes
-/// them; anything else (and a non-finite float) is an error. With `literal`, the text
-/// of a [`Literal`] instead, written as its literal when the slot holds it.
+/// them; anything else (and a non-finite float) is an error.
 struct MapKey<'o, S: Sink> {
     out: &'o mut S,
-    literal: bool,
 }
 
 fn key_error() -> Error {
@@ -824,18 +786,7 @@ impl<S: Sink> ser::Serializer for MapKey<'_, S> {
     type SerializeStructVariant = Impossible<(), Error>;
 
     fn serialize_str(self, v: &str) -> Result<(), Error> {
-        let known = self
-            .literal
-            .then(|| NEXT_LITERAL.with(|slot| slot.borrow_mut().take()));
-        match known.flatten() {
-            // The very text the literal was made from.
-            Some((text, json))
-                if std::ptr::eq(text.as_ptr(), v.as_ptr()) && text.len() == v.len() =>
-            {
-                self.out.put(json.as_bytes());
-            }
-            _ => write_str(self.out, v),
-        }
+        write_str(self.out, v);
         Ok(())
     }
     fn serialize_char(self, v: char) -> Result<(), Error> {
@@ -1050,38 +1001,34 @@ mod tests {
         assert!(to_vec(&m).is_err());
     }
 
-    /// A literal is used only for the very text it was made from, and never outlives
-    /// the `Literal` that carried it.
+    /// A text's literal is used only for the very text it was made from, and never
+    /// outlives the `Raw` that carried it.
     #[test]
     fn a_literal_is_used_for_its_own_text_only() {
         let text: Arc<str> = Arc::from("a \"quoted\"\nline");
         let wrong: Arc<str> = Arc::from("\"not this\"");
         // A literal that does not belong to the text is not copied.
-        let mismatched = Literal {
-            text: &text,
+        let mismatched = Raw {
+            value: &*text,
             json: &wrong,
         };
         // Same text, another allocation: the slot's text is not this one.
         let copy: Arc<str> = Arc::from(&*text);
-        NEXT_LITERAL
-            .with(|slot| *slot.borrow_mut() = Some((Arc::clone(&copy), Arc::clone(&wrong))));
+        NEXT_RAW.with(|slot| *slot.borrow_mut() = Some((address_of(&*copy), Arc::clone(&wrong))));
         let mut out = Vec::new();
-        let key = MapKey {
-            out: &mut out,
-            literal: true,
-        };
-        let _ = ser::Serializer::serialize_str(key, &text);
+        let mut ser = Serializer { out: &mut out };
+        let _ = ser::Serializer::serialize_newtype_struct(&mut ser, RAW, &*text);
         assert_eq!(out, serde_json::to_vec(&*text).unwrap());
         // The slot is taken by the serializer, and emptied after serde_json saw it.
-        assert!(NEXT_LITERAL.with(|slot| slot.borrow().is_none()));
+        assert!(NEXT_RAW.with(|slot| slot.borrow().is_none()));
         assert_eq!(
             serde_json::to_string(&mismatched).unwrap(),
             serde_json::to_string(&*text).unwrap()
         );
-        assert!(NEXT_LITERAL.with(|slot| slot.borrow().is_none()));
+        assert!(NEXT_RAW.with(|slot| slot.borrow().is_none()));
         let right = literal(&text);
-        let matched = Literal {
-            text: &text,
+        let matched = Raw {
+            value: &*text,
             json: &right,
         };
         assert_eq!(
@@ -1182,7 +1129,7 @@ mod tests {
             let json = literal(&text);
             prop_assert_eq!(json.as_bytes(), serde_json::to_vec(&*text).expect("serializes"));
             // Ours copies the literal; serde_json sees the text.
-            let lit = Literal { text: &text, json: &json };
+            let lit = Raw { value: &*text, json: &json };
             prop_assert_eq!(to_vec(&[&lit]).expect("serializes"), serde_json::to_vec(&[&*text]).expect("serializes"));
             prop_assert_eq!(serde_json::to_vec(&lit).expect("serializes"), serde_json::to_vec(&*text).expect("serializes"));
         }

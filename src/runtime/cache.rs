@@ -20,9 +20,9 @@
 //! An entry holds the count and, once the block has been kept, its text as an
 //! `Arc<str>` that the envelope shares, with its JSON string literal: a warm compile
 //! neither redacts, escapes nor copies the blocks it keeps, and the canonical envelope
-//! copies the literal instead of escaping the text again. The cache is bounded by the bytes it holds (material
-//! plus texts); an insertion that would exceed the bound clears it first (no recency
-//! tracking, so a hit stays one lookup).
+//! copies the literal instead of escaping the text again. The cache is bounded by the
+//! bytes it holds (material plus texts); an insertion that would exceed the bound
+//! clears it first (no recency tracking, so a hit stays one lookup).
 
 use std::collections::HashMap;
 use std::sync::Arc;

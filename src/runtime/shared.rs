@@ -251,16 +251,7 @@ impl Serialize for ContextBlock {
         st.serialize_field("origin", &self.origin)?;
         st.serialize_field("priority", &self.priority)?;
         st.serialize_field("source", &self.source)?;
-        match &self.json.0 {
-            Some(json) => st.serialize_field(
-                "text",
-                &crate::artifact::json::Literal {
-                    text: &self.text,
-                    json,
-                },
-            )?,
-            None => st.serialize_field("text", &self.text)?,
-        }
+        raw_field(&mut st, "text", &*self.text, &self.json)?;
         st.serialize_field("tokens", &self.tokens)?;
         st.serialize_field("truncated", &self.truncated)?;
         st.serialize_field("trust", &self.trust)?;
