@@ -502,13 +502,7 @@ impl CompiledContext {
         // members hold no string-valued `inputs` key. The ledger is written after
         // `compiled_prompt`, which holds every block text, so it starts past as many
         // bytes as those texts have: the search for it starts there.
-        let skip = self
-            .compiled_prompt
-            .context_blocks
-            .iter()
-            .map(|b| b.text.len())
-            .sum::<usize>()
-            .min(unsealed.len());
+        let skip = self.block_text_bytes().min(unsealed.len());
         let at = find(&unsealed[skip..], b"\"context_ledger\":{").and_then(|ledger| {
             let ledger = skip + ledger;
             find(&unsealed[ledger..], b",\"inputs\":\"blake3:").map(|i| ledger + i)
@@ -531,13 +525,22 @@ impl CompiledContext {
     /// for the manifests and the ledger.
     fn size_hint(&self) -> usize {
         let p = &self.compiled_prompt;
-        let texts: usize = p.context_blocks.iter().map(|b| b.text.len()).sum::<usize>()
+        let texts: usize = self.block_text_bytes()
             + p.system.len()
             + p.task.len()
             + p.message.len()
             + p.developer.as_ref().map_or(0, String::len);
         let items = self.context_ledger.evidence.len() + self.context_ledger.memory.len();
         texts + texts / 8 + items * 256 + 64 * 1024
+    }
+
+    /// The bytes of the prompt's block texts, unescaped.
+    fn block_text_bytes(&self) -> usize {
+        self.compiled_prompt
+            .context_blocks
+            .iter()
+            .map(|b| b.text.len())
+            .sum()
     }
 
     /// Computes and stores `context_ledger.hash`.

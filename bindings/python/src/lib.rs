@@ -434,26 +434,27 @@ impl Pack {
             )
         };
         let pack = &self.inner;
-        let decoded = py.detach(|| {
-            decode_json_with_lists(
+        // Decoded and compiled with the GIL released once.
+        let done = py.detach(|| {
+            let inputs = decode_json_with_lists(
                 run_text.bytes(),
                 known_request.or_else(|| json_request(request_text.bytes())),
                 known_evidence
                     .or_else(|| pack.decode_json_evidence(evidence_text.as_ref().map(Text::bytes))),
                 known_memory
                     .or_else(|| pack.decode_json_memory(memory_text.as_ref().map(Text::bytes))),
-            )
+            )?;
+            let compiled = pack.compile_canonical(&inputs);
+            Some((inputs, compiled))
         });
-        let Some(inputs) = decoded else {
+        let Some((inputs, compiled)) = done else {
             return Ok(None);
         };
-        {
-            let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
-            hold(&mut last.request, Some(request), &inputs.request);
-            hold(&mut last.evidence, evidence, &inputs.evidence);
-            hold(&mut last.memory, memory, &inputs.memory);
-        }
-        Ok(Some(py.detach(|| pack.compile_canonical(&inputs))))
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        hold(&mut last.request, Some(request), &inputs.request);
+        hold(&mut last.evidence, evidence, &inputs.evidence);
+        hold(&mut last.memory, memory, &inputs.memory);
+        Ok(Some(compiled))
     }
 }
 
