@@ -39,3 +39,4 @@ pub mod span;
 pub mod syntax;
 pub mod testing;
 pub mod tokens;
+pub mod yaml;

@@ -181,6 +181,40 @@ fn compile_exit_3_on_unreadable_or_unparseable_input() {
             "{e}"
         );
     }
+
+    // Nested past 128 collections, in JSON or YAML: refused, and a deep YAML flow
+    // collection at once (its parser would take minutes to reach the end of this one).
+    let depth = 300_000;
+    let deep = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+    write(
+        f.dir.path(),
+        "deep.json",
+        &format!("{{\"run_id\": {deep}}}"),
+    );
+    write(f.dir.path(), "deep.yaml", &format!("run_id: {deep}\n"));
+    write(
+        f.dir.path(),
+        "deep-map.yaml",
+        &format!("run_id: {}1{}\n", "{a: ".repeat(depth), "}".repeat(depth)),
+    );
+    for file in ["deep.json", "deep.yaml", "deep-map.yaml"] {
+        let started = std::time::Instant::now();
+        let o = f.compile(&["--run", file]);
+        assert_eq!(o.status.code(), Some(3), "{file}");
+        let e = json_error(&o);
+        assert_eq!(e["kind"], "unparseable_input", "{file}");
+        assert!(
+            e["message"]
+                .as_str()
+                .unwrap()
+                .contains("recursion limit exceeded at line 1 column"),
+            "{e}"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{file}"
+        );
+    }
 }
 
 #[test]

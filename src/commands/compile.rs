@@ -267,14 +267,14 @@ pub fn read_document(path: &Path) -> Result<Value, CliError> {
 
 /// A YAML (or JSON) text as a value, `None` when it does not parse.
 pub fn parse_yaml_text(text: &str) -> Option<Value> {
-    serde_norway::from_str(text).ok()
+    crate::yaml::from_str(text).ok()
 }
 
 pub(crate) fn parse_document(path: &Path, bytes: &[u8]) -> Result<Value, CliError> {
     // A byte-order mark is not part of a document.
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let yaml = || {
-        serde_norway::from_slice::<Document>(bytes)
+        crate::yaml::from_slice::<Document>(bytes)
             .map(|v| v.0)
             .map_err(|e| e.to_string())
     };
@@ -364,7 +364,7 @@ fn non_finite(bytes: &[u8]) -> Option<String> {
             _ => None,
         }
     }
-    let doc: serde_norway::Value = serde_norway::from_slice(bytes).ok()?;
+    let doc: serde_norway::Value = crate::yaml::from_slice(bytes).ok()?;
     walk(&doc, "")
 }
 

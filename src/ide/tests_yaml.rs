@@ -43,7 +43,7 @@ impl Analysis {
         let mut out = Vec::new();
         let text = yaml.strip_prefix('\u{feff}').unwrap_or(yaml);
         let offset = yaml.len() - text.len();
-        let doc: Value = match serde_norway::from_str(text) {
+        let doc: Value = match crate::yaml::from_str(text) {
             Ok(doc) => doc,
             Err(e) => {
                 let at = e.location().map_or(0, |l| l.index());
@@ -773,6 +773,25 @@ redactor email { pattern "[a-z]+@[a-z]+" }
         let f = found("pack: a\ncases: [\n");
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].1, "yaml_syntax");
+        // A flow collection nested 200,000 deep, as a paste might bring: one syntax
+        // problem, on its line, at once (the YAML parser alone took minutes).
+        let deep = format!(
+            "pack: a\ncases: {}{}\n",
+            "[".repeat(200_000),
+            "]".repeat(200_000)
+        );
+        let started = std::time::Instant::now();
+        let d = Analysis::new(PACK).test_file_diagnostics(&deep);
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].code, "yaml_syntax");
+        assert!(
+            d[0].message
+                .starts_with("recursion limit exceeded at line 2"),
+            "{}",
+            d[0].message
+        );
+        assert!(d[0].span.start > "pack: a\n".len() && d[0].span.end <= deep.len());
         for yaml in [
             "",
             "\u{feff}pack: é\ncases:\n  - name: ü\n    request: { intent: ñ }\n",

@@ -43,7 +43,7 @@ fn from_runner(code: &'static str, text: &str) -> Problem {
 /// The problems of a test file's text; `pack` is the IR of the pack it names, when
 /// that could be read.
 pub fn lint(text: &str, pack: Option<&Pack>) -> Vec<Problem> {
-    let doc = match serde_norway::from_str::<Value>(text) {
+    let doc = match crate::yaml::from_str::<Value>(text) {
         Ok(doc) => doc,
         Err(e) => {
             let line = e.location().map_or(1, |l| l.line());
