@@ -4,13 +4,14 @@
 //! ```sh
 //! cargo build --release --workspace --bins --examples
 //! target/release/examples/serve_load [REQUESTS_PER_LEVEL] [SECONDS_PER_LEVEL] [--shared]
+//!     [--levels=1,8,32] [--wrapper="valgrind --tool=callgrind --log-file=vg.log"]
 //! ```
 //!
 //! Starts `ctxpack-serve` (next to this example's directory) on `127.0.0.1:0` over a
 //! temporary registry holding the workload pack, then drives `POST /v1/compile` at
 //! concurrency 1, 8 and 32 — each level bounded by a request count and a time limit,
-//! over keep-alive loopback connections only — and reports throughput, p50 and p99
-//! and the errors seen.
+//! over keep-alive loopback connections only — and reports throughput, p50, p99, the
+//! errors seen and the service's CPU time per request (Linux).
 //!
 //! The load generator runs on the same machine, so the cores are split (Linux): the
 //! service gets every core but the last, the generator the last one, and the
@@ -18,7 +19,9 @@
 //! `0.8 × service cores × in-process rate`, where the in-process rate does what the
 //! service does per request (decode the JSON inputs, compile, write the canonical
 //! envelope); the compile-only rate is printed beside it. `--shared` runs the service
-//! and the generator on every core.
+//! and the generator on every core. `--levels` picks the concurrency levels;
+//! `--wrapper` runs the server under a tool such as callgrind (its instruction count
+//! per request is the difference of two runs with different request counts).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -33,7 +36,18 @@ mod workload;
 
 fn main() {
     let shared = std::env::args().any(|a| a == "--shared");
-    let mut args = std::env::args().skip(1).filter(|a| a != "--shared");
+    let option =
+        |name: &str| std::env::args().find_map(|a| a.strip_prefix(name).map(str::to_owned));
+    let levels: Vec<usize> = option("--levels=").map_or(vec![1, 8, 32], |l| {
+        l.split(',').filter_map(|x| x.trim().parse().ok()).collect()
+    });
+    // `--wrapper="valgrind --tool=callgrind ..."` runs the server under a tool; the
+    // in-process loops, which would not run under it, are skipped.
+    let wrapper: Vec<String> = option("--wrapper=")
+        .map(|w| w.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default();
+    let in_process_time = Duration::from_secs(if wrapper.is_empty() { 3 } else { 0 });
+    let mut args = std::env::args().skip(1).filter(|a| !a.starts_with("--"));
     let per_level: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(400);
     let seconds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(20);
     let Some(w) = workload::load(200) else { return };
@@ -58,7 +72,7 @@ fn main() {
     let _ = pack.compile(&w.inputs);
     let started = Instant::now();
     let mut n = 0u32;
-    while started.elapsed() < Duration::from_secs(3) {
+    while started.elapsed() < in_process_time {
         std::hint::black_box(pack.compile(&w.inputs).is_ok());
         n += 1;
     }
@@ -67,8 +81,9 @@ fn main() {
     // (the same fast path), compile, and write the canonical envelope.
     let inputs_json = serde_json::to_vec(&w.inputs).unwrap_or_default();
     let started = Instant::now();
+    let cpu_started = cpu::thread();
     let mut n = 0u32;
-    while started.elapsed() < Duration::from_secs(3) {
+    while started.elapsed() < in_process_time {
         let Some(inputs) =
             ctxpack::runtime::from_json_bytes::<ctxpack::runtime::CompileInputs>(&inputs_json)
         else {
@@ -80,6 +95,9 @@ fn main() {
         n += 1;
     }
     let full_work = f64::from(n) / started.elapsed().as_secs_f64();
+    let full_work_cpu = cpu_started
+        .zip(cpu::thread())
+        .map(|(a, b)| (b - a).as_secs_f64() * 1e6 / f64::from(n.max(1)));
     let k = service_cores.len() as f64;
     println!(
         "cores: service {service_cores:?}, load generator {generator_cores:?}{}",
@@ -93,6 +111,9 @@ fn main() {
         "in-process, one thread: compile only {compile_only:.0}/s; decode ({} KB of JSON) + compile + canonical bytes {full_work:.0}/s",
         inputs_json.len() / 1024,
     );
+    if let Some(us) = full_work_cpu {
+        println!("in-process CPU time per request (decode + compile + bytes): {us:.0} µs");
+    }
     println!(
         "goal (0.8 × {k} service cores × the in-process rate): {:.0}/s of requests (decode + compile + bytes); {:.0}/s against compile only",
         0.8 * k * full_work,
@@ -118,7 +139,15 @@ fn main() {
         return;
     };
     affinity::pin(&service_cores);
-    let Ok(mut child) = Command::new(server)
+    let mut command = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut c = Command::new(program);
+            c.args(args).arg(&server);
+            c
+        }
+        None => Command::new(&server),
+    };
+    let Ok(mut child) = command
         .args([
             "--listen",
             "127.0.0.1:0",
@@ -153,12 +182,16 @@ fn main() {
     // Warm the service (prepared pack, block cache) once.
     let _ = post(&address, &body);
 
-    println!("| concurrency | requests | throughput | p50 | p99 | errors |");
-    println!("| --- | --- | --- | --- | --- | --- |");
-    for concurrency in [1usize, 8, 32] {
+    let pid = child.id();
+    println!(
+        "| concurrency | requests | throughput | p50 | p99 | errors | service CPU / request |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for &concurrency in &levels {
         let deadline = Instant::now() + Duration::from_secs(seconds);
         let per_client = per_level.div_ceil(concurrency);
         let started = Instant::now();
+        let cpu_before = cpu::process(pid);
         let results: Vec<(Vec<Duration>, usize)> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..concurrency)
                 .map(|_| s.spawn(|| client(&address, &body, per_client, deadline)))
@@ -166,6 +199,7 @@ fn main() {
             handles.into_iter().filter_map(|h| h.join().ok()).collect()
         });
         let elapsed = started.elapsed().as_secs_f64();
+        let cpu_spent = cpu_before.zip(cpu::process(pid)).map(|(a, b)| b - a);
         let mut latencies: Vec<Duration> = results.iter().flat_map(|r| r.0.clone()).collect();
         let errors: usize = results.iter().map(|r| r.1).sum();
         latencies.sort();
@@ -174,17 +208,91 @@ fn main() {
                 .get(((latencies.len() as f64 * q) as usize).min(latencies.len().saturating_sub(1)))
                 .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
         };
+        let cpu_per_request = cpu_spent.map_or("".to_owned(), |t| {
+            let requests = (latencies.len() + errors).max(1) as f64;
+            format!("{:.0} µs", t.as_secs_f64() * 1e6 / requests)
+        });
         println!(
-            "| {concurrency} | {} | {:.0}/s | {:.2} ms | {:.2} ms | {errors} |",
+            "| {concurrency} | {} | {:.0}/s | {:.2} ms | {:.2} ms | {errors} | {cpu_per_request} |",
             latencies.len(),
             latencies.len() as f64 / elapsed,
             pct(0.50),
             pct(0.99)
         );
     }
+    stop(&mut child);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Stops the server as an operator would (SIGTERM: it drains and exits, and a tool
+/// it runs under writes its report), and kills it if it has not ended within a minute.
+fn stop(child: &mut std::process::Child) {
+    #[cfg(unix)]
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SAFETY: signals a child process this program started and has not reaped.
+        unsafe {
+            libc::kill(pid, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
     let _ = child.kill();
     let _ = child.wait();
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// CPU time (Linux): this machine's speed swings with its neighbours' load, so
+/// throughput alone compares runs poorly; the CPU time each request costs the service
+/// and the in-process loop is steadier, and their ratio is what the throughput ratio
+/// tends to when the service's cores are saturated.
+mod cpu {
+    use std::time::Duration;
+
+    /// The calling thread's CPU time.
+    #[cfg(target_os = "linux")]
+    pub fn thread() -> Option<Duration> {
+        // SAFETY: `t` is a plain struct the call fills in.
+        unsafe {
+            let mut t: libc::timespec = std::mem::zeroed();
+            (libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) == 0).then(|| {
+                Duration::new(
+                    u64::try_from(t.tv_sec).unwrap_or(0),
+                    u32::try_from(t.tv_nsec).unwrap_or(0),
+                )
+            })
+        }
+    }
+
+    /// The user and system CPU time of process `pid`, all its threads, from
+    /// `/proc/PID/stat` (in clock ticks).
+    #[cfg(target_os = "linux")]
+    pub fn process(pid: u32) -> Option<Duration> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The fields after the command name, which is in parentheses and may hold
+        // spaces: state is field 3, utime 14 and stime 15.
+        let rest = stat.rsplit_once(')')?.1;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: u64 =
+            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        // SAFETY: sysconf reads a constant.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        let hz = u64::try_from(hz).ok().filter(|&h| h > 0)?;
+        Some(Duration::from_micros(ticks * 1_000_000 / hz))
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn thread() -> Option<Duration> {
+        None
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn process(_: u32) -> Option<Duration> {
+        None
+    }
 }
 
 /// The calling thread's CPU affinity (Linux); elsewhere one core and no pinning.

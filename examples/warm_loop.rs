@@ -1,7 +1,10 @@
 //! Runs warm, cache-hit compiles of the reference workload in a loop, for profilers:
 //! `perf record -g target/release/examples/warm_loop 2000`. With `--canonical`, each
 //! compile also writes the canonical envelope and seals its ledger (as the Python
-//! package's `compile` does).
+//! package's `compile` does). With `--decode` as well, each compile first decodes the
+//! inputs from their JSON, as `ctxpack serve` does for each request: run it under
+//! `valgrind --tool=callgrind` with two counts to get the instructions per request that
+//! `serve_load --wrapper` compares the service with.
 
 use ctxpack::runtime::PreparedPack;
 
@@ -18,8 +21,22 @@ fn main() {
         return;
     };
     let canonical = std::env::args().any(|a| a == "--canonical");
+    let decode = std::env::args().any(|a| a == "--decode");
+    // The request body `serve_load` sends, without its `pack` member.
+    let json = serde_json::to_vec(&w.inputs).unwrap_or_default();
     for _ in 0..n {
-        if canonical {
+        if decode {
+            let Some(inputs) =
+                ctxpack::runtime::from_json_bytes::<ctxpack::runtime::CompileInputs>(&json)
+            else {
+                return;
+            };
+            if canonical {
+                std::hint::black_box(pack.compile_canonical(&inputs).is_ok());
+            } else {
+                std::hint::black_box(pack.compile(&inputs).is_ok());
+            }
+        } else if canonical {
             std::hint::black_box(pack.compile_canonical(&w.inputs).is_ok());
         } else {
             std::hint::black_box(pack.compile(&w.inputs).is_ok());
