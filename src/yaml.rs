@@ -12,10 +12,11 @@
 //! Only flow collections (`[`, `{`) can nest deeply in few bytes (block collections
 //! need their indentation), so a text with at most [`MAX_DEPTH`] of `[` and `{` in all
 //! is read as it is. Any other is first walked by saphyr-parser's event stream, which
-//! stops at the first collection past the limit (or at the 256th open flow collection,
-//! where its scanner, reading ahead, stops). When saphyr-parser finds any other error
-//! before that, the text goes to serde_norway all the same, which reports its own
-//! error: the guard never refuses a document that serde_norway would read.
+//! stops at the first collection past the limit (when its scanner, reading ahead,
+//! stops at a 256th open flow collection first, the text up to there is walked). When
+//! saphyr-parser finds any other error before that, the text goes to serde_norway all
+//! the same, which reports its own error: the guard never refuses a document that
+//! serde_norway would read.
 
 use serde::de::DeserializeOwned;
 
@@ -106,42 +107,69 @@ pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
 /// The error for the first collection of `text` nested deeper than [`MAX_DEPTH`], if
 /// saphyr-parser reaches one before any error of its own.
 fn too_deep(text: &str) -> Option<Error> {
-    use saphyr_parser::{Event, Parser};
     let openers = memchr::memchr2_iter(b'[', b'{', text.as_bytes()).count();
     if openers <= MAX_DEPTH {
         return None;
     }
+    match walk(text) {
+        Walk::TooDeep(at) => Some(recursion_limit(text, at)),
+        // The scanner reads ahead of the events it has given, and refuses a 256th open
+        // flow collection before the parser has given the 129th level. The text up to
+        // that collection holds at most 255 open ones, so its walk reaches the 129th
+        // level (where serde_norway names it) before the end of the cut text.
+        Walk::Overflow(at) => {
+            let cut = &text[..byte_index(text, at)];
+            Some(match walk(cut) {
+                Walk::TooDeep(level) => recursion_limit(text, level),
+                _ => recursion_limit(text, at),
+            })
+        }
+        Walk::Within => None,
+    }
+}
+
+/// What the walk of a text's events found.
+enum Walk {
+    /// A collection deeper than [`MAX_DEPTH`] opens here.
+    TooDeep(saphyr_parser::Marker),
+    /// The scanner refused a 256th open flow collection here.
+    Overflow(saphyr_parser::Marker),
+    /// Neither, before the end of the text or saphyr-parser's first other error (which
+    /// serde_norway reports in its own words; see the module docs).
+    Within,
+}
+
+fn walk(text: &str) -> Walk {
+    use saphyr_parser::{Event, Parser};
     let mut depth = 0usize;
     for event in Parser::new_from_str(text) {
         match event {
             Ok((Event::SequenceStart(..) | Event::MappingStart(..), span)) => {
                 depth += 1;
                 if depth > MAX_DEPTH {
-                    return Some(recursion_limit(text, span.start));
+                    return Walk::TooDeep(span.start);
                 }
             }
             Ok((Event::SequenceEnd | Event::MappingEnd, _)) => depth = depth.saturating_sub(1),
             Ok(_) => {}
-            // The scanner reads ahead of the events it has given, and refuses a 256th
-            // open flow collection: deeper than the limit, so refused as such (at that
-            // collection, where serde_norway would name the 129th level).
-            Err(e) if e.info() == "recursion limit exceeded" => {
-                return Some(recursion_limit(text, *e.marker()))
-            }
-            // serde_norway reports the text's error (see the module docs).
-            Err(_) => return None,
+            Err(e) if e.info() == "recursion limit exceeded" => return Walk::Overflow(*e.marker()),
+            Err(_) => return Walk::Within,
         }
     }
-    None
+    Walk::Within
+}
+
+/// The byte offset of a marker (saphyr-parser counts the offset in characters).
+fn byte_index(text: &str, at: saphyr_parser::Marker) -> usize {
+    text.char_indices()
+        .nth(at.index())
+        .map_or(text.len(), |(i, _)| i)
 }
 
 /// serde_norway's error for a collection nested too deep, at `at`.
 fn recursion_limit(text: &str, at: saphyr_parser::Marker) -> Error {
-    // saphyr-parser counts the offset in characters and the column from 0.
-    let index = text
-        .char_indices()
-        .nth(at.index())
-        .map_or(text.len(), |(i, _)| i);
+    // saphyr-parser counts the column from 0.
+    let index = byte_index(text, at);
     let (line, column) = (at.line(), at.col() + 1);
     Error {
         message: format!("recursion limit exceeded at line {line} column {column}"),
@@ -174,7 +202,14 @@ mod tests {
             ("- ", "[", "]"),
             ("a:\n  - b: ", "[ \"]\", ", "]"),
         ] {
-            for depth in [MAX_DEPTH - 2, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 5] {
+            for depth in [
+                MAX_DEPTH - 2,
+                MAX_DEPTH - 1,
+                MAX_DEPTH,
+                MAX_DEPTH + 5,
+                300,
+                1000,
+            ] {
                 let text = nested(prefix, open, close, depth);
                 let ours = from_str::<Value>(&text);
                 let theirs = serde_norway::from_str::<Value>(&text).map_err(Error::from);
