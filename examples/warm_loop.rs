@@ -23,23 +23,28 @@ fn main() {
     let canonical = std::env::args().any(|a| a == "--canonical");
     let decode = std::env::args().any(|a| a == "--decode");
     // The request body `serve_load` sends, without its `pack` member.
-    let json = serde_json::to_vec(&w.inputs).unwrap_or_default();
+    let json = if decode {
+        serde_json::to_vec(&w.inputs).unwrap_or_default()
+    } else {
+        Vec::new()
+    };
     for _ in 0..n {
-        if decode {
-            let Some(inputs) =
+        let decoded;
+        let inputs = if decode {
+            let Some(d) =
                 ctxpack::runtime::from_json_bytes::<ctxpack::runtime::CompileInputs>(&json)
             else {
                 return;
             };
-            if canonical {
-                std::hint::black_box(pack.compile_canonical(&inputs).is_ok());
-            } else {
-                std::hint::black_box(pack.compile(&inputs).is_ok());
-            }
-        } else if canonical {
-            std::hint::black_box(pack.compile_canonical(&w.inputs).is_ok());
+            decoded = d;
+            &decoded
         } else {
-            std::hint::black_box(pack.compile(&w.inputs).is_ok());
+            &w.inputs
+        };
+        if canonical {
+            std::hint::black_box(pack.compile_canonical(inputs).is_ok());
+        } else {
+            std::hint::black_box(pack.compile(inputs).is_ok());
         }
     }
 }

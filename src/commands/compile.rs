@@ -364,7 +364,9 @@ fn non_finite(bytes: &[u8]) -> Option<String> {
             _ => None,
         }
     }
-    let doc: serde_norway::Value = crate::yaml::from_slice(bytes).ok()?;
+    // Called only on a document `parse_document` has read through `crate::yaml`, so its
+    // nesting is already bounded: reading it again needs no second walk.
+    let doc: serde_norway::Value = serde_norway::from_slice(bytes).ok()?;
     walk(&doc, "")
 }
 
