@@ -52,7 +52,9 @@ pub struct Config {
     /// core; more are refused with 503 and `Retry-After` (0 refuses every compile, to
     /// drain a replica).
     pub max_concurrency: usize,
-    /// The longest a compile may take before it is answered with 503.
+    /// The longest a compile request may take once its body is read: a request still
+    /// waiting for its turn or its pack then is answered 503 at once, and a compile
+    /// that has started is answered 503 when it ends.
     pub timeout: Duration,
     /// The largest request body, in bytes; larger ones are refused with 413.
     pub body_limit: usize,
@@ -82,11 +84,6 @@ pub struct Service {
     /// Packs being prepared, so that concurrent first requests wait for one load.
     loading: Mutex<std::collections::HashMap<String, Loading>>,
     permits: Arc<Semaphore>,
-    /// Decoding and compiling are CPU work: at most one per core runs at a time, and
-    /// the requests admitted beyond that wait their turn. Run all at once, they would
-    /// share the cores by time slices and evict each other's data from the caches,
-    /// which costs throughput and gains no request anything.
-    cores: Arc<Semaphore>,
     pub metrics: Metrics,
     ready: Mutex<Readiness>,
 }
@@ -110,9 +107,6 @@ impl Service {
             cache: Mutex::new(lru::LruCache::new(capacity)),
             loading: Mutex::new(Default::default()),
             permits: Arc::new(Semaphore::new(config.max_concurrency)),
-            cores: Arc::new(Semaphore::new(
-                std::thread::available_parallelism().map_or(1, NonZeroUsize::get),
-            )),
             metrics: Metrics::default(),
             ready: Mutex::new(if config.preload.is_empty() {
                 Readiness::Ready
@@ -339,11 +333,11 @@ async fn compile(
     };
     let deadline = service.config.timeout;
     let started = Instant::now();
-    // The timer fires on its next tick, not at the deadline: an answer that came in
-    // between is late all the same, and answered as one. The decoding and compiling
-    // run off the async threads (so the timer fires while they run) and hold the
-    // compile slot until they finish, even when the answer has gone out as late: work
-    // a timeout abandons still counts against `--max-concurrency`.
+    // The deadline drops a request still waiting for its turn or for its pack to be
+    // prepared. A compile that has started runs to its end (CPU work on this worker,
+    // which no timer interrupts) and is answered as late when it ends past the
+    // deadline. The timer fires on its next tick, not at the deadline: an answer that
+    // came in between is late all the same.
     match tokio::time::timeout(deadline, answer(&service, bytes, permit)).await {
         Ok(response) if started.elapsed() <= deadline => response,
         _ => {
@@ -533,106 +527,60 @@ fn invalid(member: &str, message: &str) -> CliError {
     CliError::new("invalid_input", 4, format!("{member}: {message}"))
 }
 
-/// What the first turn on a core made of a request.
-enum Turn {
-    /// The body could not be read as a compile request.
-    Rejected(CliError),
-    /// The pack is not prepared yet: it is loaded (off this core's turn), then the
-    /// request compiled.
-    Unprepared(CompileRequest, PackRef, tokio::sync::OwnedSemaphorePermit),
-    /// Compiled, with the time the compile took.
-    Compiled(Arc<Prepared>, Box<CompileResult>, Duration),
-}
-
 type CompileResult = Result<(Vec<u8>, ctxpack::runtime::CompiledContext), CompileFailure>;
 
+/// Decodes and compiles an admitted request on the async worker that read it.
+///
+/// Decoding and compiling are short CPU work (under a millisecond on the reference
+/// workload, tens of milliseconds at the default body limit), so they run where the
+/// body arrived instead of being handed to another thread: a hand-over costs two
+/// context switches, and the envelope would be freed on another thread's heap. The
+/// runtime has one worker per core, so at most one compile per core runs at a time:
+/// run all at once on time slices, compiles would evict each other's data from the
+/// caches and gain no request anything. `/healthz` and `/metrics` are answered
+/// between two compiles.
 async fn answer(
     service: &Arc<Service>,
     bytes: Bytes,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) -> Response {
-    // A request waits here for a core; a timeout while it waits drops it before any
-    // work was done.
-    let Ok(core) = Arc::clone(&service.cores).acquire_owned().await else {
-        let e = internal("the core slots are closed".into());
-        return error_response(&e, outcome_of(&e, None));
+    // Behind the requests already ready on this worker: the worker reads them before
+    // this one compiles, so the admitted requests beyond one per core wait here,
+    // holding their compile slots (counted against `--max-concurrency`), and a
+    // timeout while one waits drops it before any work is done.
+    tokio::task::yield_now().await;
+    let (request, reference) =
+        match parse_request(&bytes).and_then(|request| Ok((parse_ref(&request.pack)?, request))) {
+            Ok((reference, request)) => (request, reference),
+            Err(e) => return error_response(&e, outcome_of(&e, None)),
+        };
+    drop(bytes);
+    let prepared = match service.cached(&reference) {
+        Some(prepared) => prepared,
+        // Loaded and prepared off the async threads (it reads the registry).
+        None => match service.prepared(&reference).await {
+            Ok(prepared) => prepared,
+            Err(e) => return error_response(&e, outcome_of(&e, None)),
+        },
     };
-    // The usual request (a prepared pack) is read and compiled in one turn, on one
-    // thread: each hand-over between threads costs a context switch.
-    let first = {
-        let service = Arc::clone(service);
-        // The compile slot is held until the compile is done; the core only for
-        // this turn.
-        tokio::task::spawn_blocking(move || {
-            let turn = first_turn(&service, &bytes, permit);
-            drop(core);
-            turn
-        })
-    };
-    let (prepared, result, elapsed) = match first.await {
-        Ok(Turn::Compiled(prepared, result, elapsed)) => (prepared, *result, elapsed),
-        Ok(Turn::Rejected(e)) => return error_response(&e, outcome_of(&e, None)),
-        Ok(Turn::Unprepared(request, reference, permit)) => {
-            let prepared = match service.prepared(&reference).await {
-                Ok(p) => p,
-                Err(e) => return error_response(&e, outcome_of(&e, None)),
-            };
-            match compile_later(service, &prepared, request, permit).await {
-                Ok((result, elapsed)) => (prepared, result, elapsed),
-                Err(response) => return response,
-            }
+    let started = Instant::now();
+    // A defect that panics answers 500 (`internal_error`) and leaves the worker
+    // serving, as a task that panicked on another thread did.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_compile(&prepared, request)
+    }));
+    let elapsed = started.elapsed();
+    drop(permit);
+    match result {
+        Ok(result) => respond(service, &prepared, result, elapsed),
+        Err(_) => {
+            let e = internal("the compile failed: it panicked".into());
+            service
+                .metrics
+                .record_compile(&prepared, None, e.kind, elapsed);
+            error_response(&e, outcome_of(&e, Some(&prepared)))
         }
-        Err(e) => {
-            let e = internal(format!("the compile failed: {e}"));
-            return error_response(&e, outcome_of(&e, None));
-        }
-    };
-    respond(service, &prepared, result, elapsed)
-}
-
-/// Reads the body, finds the prepared pack and, when the cache holds it, compiles.
-fn first_turn(service: &Service, bytes: &Bytes, permit: tokio::sync::OwnedSemaphorePermit) -> Turn {
-    let request = match parse_request(bytes) {
-        Ok(r) => r,
-        Err(e) => return Turn::Rejected(e),
-    };
-    let reference = match parse_ref(&request.pack) {
-        Ok(r) => r,
-        Err(e) => return Turn::Rejected(e),
-    };
-    match service.cached(&reference) {
-        Some(prepared) => {
-            let started = Instant::now();
-            let result = run_compile(&prepared, request);
-            Turn::Compiled(prepared, Box::new(result), started.elapsed())
-        }
-        None => Turn::Unprepared(request, reference, permit),
     }
-}
-
-/// Compiles a request whose pack had to be prepared first, on a core's turn again.
-async fn compile_later(
-    service: &Arc<Service>,
-    prepared: &Arc<Prepared>,
-    request: CompileRequest,
-    permit: tokio::sync::OwnedSemaphorePermit,
-) -> Result<(CompileResult, Duration), Response> {
-    let Ok(core) = Arc::clone(&service.cores).acquire_owned().await else {
-        let e = internal("the core slots are closed".into());
-        return Err(error_response(&e, outcome_of(&e, None)));
-    };
-    let prepared = Arc::clone(prepared);
-    tokio::task::spawn_blocking(move || {
-        let started = Instant::now();
-        let result = run_compile(&prepared, request);
-        drop((core, permit));
-        (result, started.elapsed())
-    })
-    .await
-    .map_err(|e| {
-        let e = internal(format!("the compile failed: {e}"));
-        error_response(&e, outcome_of(&e, None))
-    })
 }
 
 /// The response to a compile, and its metrics.

@@ -29,7 +29,8 @@ struct Args {
     /// core); more are answered 503 with `Retry-After`.
     #[arg(long, default_value_t = 64)]
     max_concurrency: usize,
-    /// Milliseconds a compile may take before it is answered 503.
+    /// Milliseconds a compile request may take once its body is read; a later answer
+    /// is 503 (a compile that has started finishes first, then is answered 503).
     #[arg(long, default_value_t = 30_000)]
     timeout_ms: u64,
     /// The largest request body in bytes; larger ones are answered 413.
