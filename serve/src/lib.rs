@@ -532,7 +532,7 @@ type CompileResult = Result<(Vec<u8>, ctxpack::runtime::CompiledContext), Compil
 /// Decodes and compiles an admitted request on the async worker that read it.
 ///
 /// Decoding and compiling are short CPU work (under a millisecond on the reference
-/// workload, tens of milliseconds at the default body limit), so they run where the
+/// workload, about 20 ms for a body at the default limit), so they run where the
 /// body arrived instead of being handed to another thread: a hand-over costs two
 /// context switches, and the envelope would be freed on another thread's heap. The
 /// runtime has one worker per core, so at most one compile per core runs at a time:
