@@ -11,7 +11,8 @@
 //! temporary registry holding the workload pack, then drives `POST /v1/compile` at
 //! concurrency 1, 8 and 32 — each level bounded by a request count and a time limit,
 //! over keep-alive loopback connections only — and reports throughput, p50, p99, the
-//! errors seen and the service's CPU time per request (Linux).
+//! errors seen, the service's CPU time per request (Linux) and how long a `/healthz`
+//! probe sent every 20 ms meanwhile waited for its answer.
 //!
 //! The load generator runs on the same machine, so the cores are split (Linux): the
 //! service gets every core but the last, the generator the last one, and the
@@ -184,40 +185,44 @@ fn main() {
 
     let pid = child.id();
     println!(
-        "| concurrency | requests | throughput | p50 | p99 | errors | service CPU / request |"
+        "| concurrency | requests | throughput | p50 | p99 | errors | service CPU / request | `/healthz` p50, max (probes) |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     for &concurrency in &levels {
         let deadline = Instant::now() + Duration::from_secs(seconds);
         let per_client = per_level.div_ceil(concurrency);
         let started = Instant::now();
         let cpu_before = cpu::process(pid);
-        let results: Vec<(Vec<Duration>, usize)> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..concurrency)
-                .map(|_| s.spawn(|| client(&address, &body, per_client, deadline)))
-                .collect();
-            handles.into_iter().filter_map(|h| h.join().ok()).collect()
-        });
+        let loaded = std::sync::atomic::AtomicBool::new(true);
+        let (results, mut probes): (Vec<(Vec<Duration>, usize)>, Vec<Duration>) =
+            std::thread::scope(|s| {
+                let prober = s.spawn(|| probe(&address, &loaded));
+                let handles: Vec<_> = (0..concurrency)
+                    .map(|_| s.spawn(|| client(&address, &body, per_client, deadline)))
+                    .collect();
+                let results = handles.into_iter().filter_map(|h| h.join().ok()).collect();
+                loaded.store(false, std::sync::atomic::Ordering::Relaxed);
+                (results, prober.join().unwrap_or_default())
+            });
+        probes.sort();
         let elapsed = started.elapsed().as_secs_f64();
         let cpu_spent = cpu_before.zip(cpu::process(pid)).map(|(a, b)| b - a);
         let mut latencies: Vec<Duration> = results.iter().flat_map(|r| r.0.clone()).collect();
         let errors: usize = results.iter().map(|r| r.1).sum();
         latencies.sort();
-        let pct = |q: f64| {
-            latencies
-                .get(((latencies.len() as f64 * q) as usize).min(latencies.len().saturating_sub(1)))
-                .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
-        };
         let cpu_per_request = cpu_spent.map_or("".to_owned(), |t| {
             let requests = (latencies.len() + errors).max(1) as f64;
             format!("{:.0} µs", t.as_secs_f64() * 1e6 / requests)
         });
         println!(
-            "| {concurrency} | {} | {:.0}/s | {:.2} ms | {:.2} ms | {errors} | {cpu_per_request} |",
+            "| {concurrency} | {} | {:.0}/s | {:.2} ms | {:.2} ms | {errors} | {cpu_per_request} | {:.2} ms, {:.2} ms ({}) |",
             latencies.len(),
             latencies.len() as f64 / elapsed,
-            pct(0.50),
-            pct(0.99)
+            millis(&latencies, 0.50),
+            millis(&latencies, 0.99),
+            millis(&probes, 0.50),
+            millis(&probes, 1.0),
+            probes.len()
         );
     }
     stop(&mut child);
@@ -375,6 +380,36 @@ fn client(address: &str, body: &str, count: usize, deadline: Instant) -> (Vec<Du
         }
     }
     (latencies, errors)
+}
+
+/// The `q` quantile of sorted durations, in milliseconds (0 when there are none).
+fn millis(sorted: &[Duration], q: f64) -> f64 {
+    let at = ((sorted.len() as f64 * q) as usize).min(sorted.len().saturating_sub(1));
+    sorted.get(at).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+}
+
+/// Asks `/healthz` every 20 ms over one keep-alive connection while `loaded` holds, as
+/// a liveness probe would under load; the time each answer took.
+fn probe(address: &str, loaded: &std::sync::atomic::AtomicBool) -> Vec<Duration> {
+    let mut latencies = Vec::new();
+    let Ok(stream) = TcpStream::connect(address) else {
+        return latencies;
+    };
+    let _ = stream.set_nodelay(true);
+    let mut reader = BufReader::new(stream);
+    let request = format!("GET /healthz HTTP/1.1\r\nhost: {address}\r\n\r\n");
+    while loaded.load(std::sync::atomic::Ordering::Relaxed) {
+        let started = Instant::now();
+        if reader.get_mut().write_all(request.as_bytes()).is_err() {
+            break;
+        }
+        match read_response(&mut reader) {
+            Some(200) => latencies.push(started.elapsed()),
+            _ => break,
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    latencies
 }
 
 /// Reads one response with a `content-length` body; its status.
