@@ -645,6 +645,49 @@ fn more_concurrent_compiles_than_cores_answer_the_same_bytes() {
     );
 }
 
+/// Probes are answered between two compiles: while clients keep every core
+/// compiling, `/healthz` and `/metrics` still answer, each well within the timeout a
+/// liveness probe or a scrape has.
+#[test]
+fn probes_answer_while_every_core_compiles() {
+    let packs = Packs::new();
+    let server = Server::start(&packs, &[]);
+    assert_eq!(server.compile(&basic_body()).status, 200);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (slowest, compiled) = std::thread::scope(|s| {
+        let clients: Vec<_> = (0..cores * 4)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut n = 0usize;
+                    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                        let r = server.compile(&basic_body());
+                        assert_eq!(r.status, 200, "{}", r.text());
+                        n += 1;
+                    }
+                    n
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(100));
+        let mut slowest = Duration::ZERO;
+        for _ in 0..10 {
+            for path in ["/healthz", "/metrics"] {
+                let started = std::time::Instant::now();
+                let r = server.request("GET", path, b"");
+                slowest = slowest.max(started.elapsed());
+                assert_eq!(r.status, 200, "{path}: {}", r.text());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let compiled: usize = clients.into_iter().map(|h| h.join().unwrap()).sum();
+        (slowest, compiled)
+    });
+    assert!(compiled > 0, "{compiled}");
+    assert!(slowest < Duration::from_secs(2), "{slowest:?}");
+}
+
 #[test]
 fn probes_and_preload() {
     let packs = Packs::new();
