@@ -549,11 +549,14 @@ async fn answer(
     // holding their compile slots (counted against `--max-concurrency`), and a
     // timeout while one waits drops it before any work is done.
     tokio::task::yield_now().await;
-    let (request, reference) =
-        match parse_request(&bytes).and_then(|request| Ok((parse_ref(&request.pack)?, request))) {
-            Ok((reference, request)) => (request, reference),
-            Err(e) => return error_response(&e, outcome_of(&e, None)),
-        };
+    let read = parse_request(&bytes).and_then(|request| {
+        let reference = parse_ref(&request.pack)?;
+        Ok((request, reference))
+    });
+    let (request, reference) = match read {
+        Ok(read) => read,
+        Err(e) => return error_response(&e, outcome_of(&e, None)),
+    };
     drop(bytes);
     let prepared = match service.cached(&reference) {
         Some(prepared) => prepared,

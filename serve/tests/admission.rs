@@ -13,12 +13,11 @@ use axum::http::{Request, StatusCode};
 use axum::Router;
 use ctxpack::registry::Registry;
 use ctxpack_serve::{Config, Service};
-use serde_json::{json, Value};
+use serde_json::Value;
 use tower::ServiceExt;
 
-fn repo(path: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
-}
+mod support;
+use support::{basic_body, repo};
 
 /// A service over a registry holding the conformance shop pack, admitting
 /// `max_concurrency` compiles.
@@ -42,15 +41,9 @@ fn service(dir: &Path, max_concurrency: usize) -> Arc<Service> {
 }
 
 fn compile_request() -> Request<Body> {
-    let case: Value = serde_json::from_slice(
-        &std::fs::read(repo("tests/conformance/basic_supervised_refund/case.json")).unwrap(),
-    )
-    .unwrap();
-    let body =
-        json!({"pack": "conformance/shop@1.0.0", "run": case["run"], "request": case["request"]});
     Request::post("/v1/compile")
         .header("content-type", "application/json")
-        .body(Body::from(body.to_string()))
+        .body(Body::from(basic_body().to_string()))
         .unwrap()
 }
 

@@ -13,9 +13,8 @@ use ctxpack::commands::compile::{execute, CompileArgs, Target};
 use ctxpack::registry::Registry;
 use serde_json::{json, Value};
 
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
-}
+mod support;
+use support::{basic_body, repo};
 
 /// A registry with the conformance packs published, and their artifacts as files.
 struct Packs {
@@ -306,14 +305,6 @@ fn answers_are_the_cli_bytes_for_every_conformance_case_and_target() {
         }
     }
     assert!(compared >= 90, "{compared}");
-}
-
-fn basic_body() -> Value {
-    let case: Value = serde_json::from_slice(
-        &std::fs::read(repo("tests/conformance/basic_supervised_refund/case.json")).unwrap(),
-    )
-    .unwrap();
-    json!({"pack": "conformance/shop@1.0.0", "run": case["run"], "request": case["request"]})
 }
 
 #[test]
