@@ -4,7 +4,7 @@
 //! ```sh
 //! cargo build --release --workspace --bins --examples
 //! target/release/examples/serve_load [REQUESTS_PER_LEVEL] [SECONDS_PER_LEVEL] [--shared]
-//!     [--levels=1,8,32] [--wrapper="valgrind --tool=callgrind --log-file=vg.log"]
+//!     [--levels=1,8,32] [--rounds=5] [--wrapper="valgrind --tool=callgrind --log-file=vg.log"]
 //! ```
 //!
 //! Starts `ctxpack-serve` (next to this example's directory) on `127.0.0.1:0` over a
@@ -15,14 +15,20 @@
 //! probe sent every 20 ms meanwhile waited for its answer.
 //!
 //! The load generator runs on the same machine, so the cores are split (Linux): the
-//! service gets every core but the last, the generator the last one, and the
-//! in-process rate is measured on one of the service's cores. The service's goal is
-//! `0.8 × service cores × in-process rate`, where the in-process rate does what the
-//! service does per request (decode the JSON inputs, compile, write the canonical
-//! envelope); the compile-only rate is printed beside it. `--shared` runs the service
-//! and the generator on every core. `--levels` picks the concurrency levels;
-//! `--wrapper` runs the server under a tool such as callgrind (its instruction count
-//! per request is the difference of two runs with different request counts).
+//! service gets every core but the last, the generator the last one. The goal is
+//! `0.8 × cores × in-process rate`, where the in-process rate does what the service
+//! does per request (decode the JSON inputs, compile, write the canonical envelope).
+//! It is measured as the goal states it: one compiling thread pinned to each of the
+//! service's cores, in a process with threads, as a host compiling on all its cores
+//! is. Each level runs in `--rounds` rounds, each an in-process phase (one second)
+//! followed by its share of the level's requests, so that both sides of each ratio
+//! are measured within seconds of each other on a machine whose speed swings; the
+//! level's ratio is the median over its rounds. The single-threaded rates (compile
+//! only; the full work in a process without threads, where the system allocator
+//! takes no locks) are printed first for reference. `--shared` runs the service and
+//! the generator on every core. `--levels` picks the concurrency levels; `--wrapper`
+//! runs the server under a tool such as callgrind (its instruction count per request
+//! is the difference of two runs with different request counts).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -43,11 +49,18 @@ fn main() {
         l.split(',').filter_map(|x| x.trim().parse().ok()).collect()
     });
     // `--wrapper="valgrind --tool=callgrind ..."` runs the server under a tool; the
-    // in-process loops, which would not run under it, are skipped.
+    // in-process loops, which would not run under it, are skipped, and each level is
+    // one round.
     let wrapper: Vec<String> = option("--wrapper=")
         .map(|w| w.split_whitespace().map(str::to_owned).collect())
         .unwrap_or_default();
-    let in_process_time = Duration::from_secs(if wrapper.is_empty() { 3 } else { 0 });
+    let in_process = wrapper.is_empty();
+    let rounds: usize = match option("--rounds=").and_then(|r| r.parse().ok()) {
+        _ if !in_process => 1,
+        Some(r) => r,
+        None => 5,
+    }
+    .max(1);
     let mut args = std::env::args().skip(1).filter(|a| !a.starts_with("--"));
     let per_level: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(400);
     let seconds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(20);
@@ -62,44 +75,6 @@ fn main() {
         (false, n) if n >= 2 => (cores[..n - 1].to_vec(), cores[n - 1..].to_vec()),
         _ => (cores.clone(), cores.clone()),
     };
-    // The in-process figures run on one of the service's cores.
-    affinity::pin(&service_cores[..1]);
-
-    // In-process: warm compiles on one thread.
-    let Ok(pack) = PreparedPack::new(w.artifact.clone()) else {
-        eprintln!("the workload pack does not prepare");
-        return;
-    };
-    let _ = pack.compile(&w.inputs);
-    let started = Instant::now();
-    let mut n = 0u32;
-    while started.elapsed() < in_process_time {
-        std::hint::black_box(pack.compile(&w.inputs).is_ok());
-        n += 1;
-    }
-    let compile_only = f64::from(n) / started.elapsed().as_secs_f64();
-    // What the service does for each request, in process: decode the JSON inputs
-    // (the same fast path), compile, and write the canonical envelope.
-    let inputs_json = serde_json::to_vec(&w.inputs).unwrap_or_default();
-    let started = Instant::now();
-    let cpu_started = cpu::thread();
-    let mut n = 0u32;
-    while started.elapsed() < in_process_time {
-        let Some(inputs) =
-            ctxpack::runtime::from_json_bytes::<ctxpack::runtime::CompileInputs>(&inputs_json)
-        else {
-            break;
-        };
-        if let Ok(compiled) = pack.compile_canonical(&inputs) {
-            std::hint::black_box(compiled.1.len());
-        }
-        n += 1;
-    }
-    let full_work = f64::from(n) / started.elapsed().as_secs_f64();
-    let full_work_cpu = cpu_started
-        .zip(cpu::thread())
-        .map(|(a, b)| (b - a).as_secs_f64() * 1e6 / f64::from(n.max(1)));
-    let k = service_cores.len() as f64;
     println!(
         "cores: service {service_cores:?}, load generator {generator_cores:?}{}",
         if service_cores == generator_cores {
@@ -108,18 +83,35 @@ fn main() {
             ""
         }
     );
-    println!(
-        "in-process, one thread: compile only {compile_only:.0}/s; decode ({} KB of JSON) + compile + canonical bytes {full_work:.0}/s",
-        inputs_json.len() / 1024,
-    );
-    if let Some(us) = full_work_cpu {
-        println!("in-process CPU time per request (decode + compile + bytes): {us:.0} µs");
+
+    let Ok(pack) = PreparedPack::new(w.artifact.clone()) else {
+        eprintln!("the workload pack does not prepare");
+        return;
+    };
+    let _ = pack.compile(&w.inputs);
+    // What the service does for each request, in process: decode the JSON inputs
+    // (the same fast path), compile, and write the canonical envelope.
+    let inputs_json = serde_json::to_vec(&w.inputs).unwrap_or_default();
+    let full_work = || {
+        ctxpack::runtime::from_json_bytes::<ctxpack::runtime::CompileInputs>(&inputs_json)
+            .and_then(|inputs| pack.compile_canonical(&inputs).ok())
+            .is_some_and(|compiled| !compiled.1.is_empty())
+    };
+    if in_process {
+        // For reference, before this process starts a thread: one core, no locks in
+        // the allocator.
+        affinity::pin(&service_cores[..1]);
+        let alone = Duration::from_secs(2);
+        let compile_only = loop_on_this_thread(alone, || pack.compile(&w.inputs).is_ok());
+        let full = loop_on_this_thread(alone, full_work);
+        println!(
+            "in-process, one thread, no other thread in the process: compile only {:.0}/s; decode ({} KB of JSON) + compile + canonical bytes {:.0}/s, {:.0} µs of CPU each",
+            compile_only.rate,
+            inputs_json.len() / 1024,
+            full.rate,
+            full.cpu_us,
+        );
     }
-    println!(
-        "goal (0.8 × {k} service cores × the in-process rate): {:.0}/s of requests (decode + compile + bytes); {:.0}/s against compile only",
-        0.8 * k * full_work,
-        0.8 * k * compile_only
-    );
 
     // The service, over a registry holding the workload pack.
     let dir = std::env::temp_dir().join(format!("ctxpack-serve-load-{}", std::process::id()));
@@ -184,40 +176,69 @@ fn main() {
     let _ = post(&address, &body);
 
     let pid = child.id();
+    let k = service_cores.len();
+    if in_process {
+        println!(
+            "in-process rate: one thread on each of the {k} service core(s), in this process (which has threads), one second before each round; the goal is 0.8 × that rate"
+        );
+    }
     println!(
-        "| concurrency | requests | throughput | p50 | p99 | errors | service CPU / request | `/healthz` p50, max (probes) |"
+        "| concurrency | requests | throughput | p50 | p99 | errors | service CPU / request | in-process rate, CPU / request | throughput ÷ in-process rate, median (range) of {rounds} | `/healthz` p50, max (probes) |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for &concurrency in &levels {
-        let deadline = Instant::now() + Duration::from_secs(seconds);
-        let per_client = per_level.div_ceil(concurrency);
-        let started = Instant::now();
-        let cpu_before = cpu::process(pid);
-        let loaded = std::sync::atomic::AtomicBool::new(true);
-        let (results, mut probes): (Vec<(Vec<Duration>, usize)>, Vec<Duration>) =
-            std::thread::scope(|s| {
-                let prober = s.spawn(|| probe(&address, &loaded));
-                let handles: Vec<_> = (0..concurrency)
-                    .map(|_| s.spawn(|| client(&address, &body, per_client, deadline)))
-                    .collect();
-                let results = handles.into_iter().filter_map(|h| h.join().ok()).collect();
-                loaded.store(false, std::sync::atomic::Ordering::Relaxed);
-                (results, prober.join().unwrap_or_default())
-            });
-        probes.sort();
-        let elapsed = started.elapsed().as_secs_f64();
-        let cpu_spent = cpu_before.zip(cpu::process(pid)).map(|(a, b)| b - a);
-        let mut latencies: Vec<Duration> = results.iter().flat_map(|r| r.0.clone()).collect();
-        let errors: usize = results.iter().map(|r| r.1).sum();
+        let mut latencies: Vec<Duration> = Vec::new();
+        let mut probes: Vec<Duration> = Vec::new();
+        let (mut errors, mut elapsed, mut cpu_spent) = (0, 0.0, Some(Duration::ZERO));
+        let (mut ratios, mut rates, mut cpus) = (Vec::new(), Vec::new(), Vec::new());
+        let per_round = per_level.div_ceil(rounds);
+        let per_client = per_round.div_ceil(concurrency);
+        let mut connections: Vec<Connection> = (0..concurrency).map(|_| None).collect();
+        for _ in 0..rounds {
+            let baseline = in_process
+                .then(|| loop_on_cores(&service_cores, Duration::from_secs(1), &full_work));
+            let round = drive(
+                &address,
+                &body,
+                &mut connections,
+                per_client,
+                Duration::from_secs(seconds).div_f64(rounds as f64),
+                pid,
+            );
+            if let Some(baseline) = baseline {
+                ratios.push(round.ok as f64 / round.elapsed / baseline.rate);
+                rates.push(baseline.rate);
+                cpus.push(baseline.cpu_us);
+            }
+            errors += round.errors;
+            elapsed += round.elapsed;
+            cpu_spent = cpu_spent.zip(round.cpu).map(|(a, b)| a + b);
+            latencies.extend(round.latencies);
+            probes.extend(round.probes);
+        }
         latencies.sort();
-        let cpu_per_request = cpu_spent.map_or("".to_owned(), |t| {
+        probes.sort();
+        let cpu_per_request = cpu_spent.map_or(String::new(), |t| {
             let requests = (latencies.len() + errors).max(1) as f64;
             format!("{:.0} µs", t.as_secs_f64() * 1e6 / requests)
         });
+        let versus = if ratios.is_empty() {
+            String::new()
+        } else {
+            format!("{:.0}/s, {:.0} µs", median(&mut rates), median(&mut cpus))
+        };
+        let ratio = if ratios.is_empty() {
+            String::new()
+        } else {
+            let (low, high) = ratios
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(l, h), &r| (l.min(r), h.max(r)));
+            format!("{:.2} ({low:.2}–{high:.2})", median(&mut ratios))
+        };
         println!(
-            "| {concurrency} | {} | {:.0}/s | {:.2} ms | {:.2} ms | {errors} | {cpu_per_request} | {:.2} ms, {:.2} ms ({}) |",
+            "| {concurrency} | {} | {:.0}/s | {:.2} ms | {:.2} ms | {errors} | {cpu_per_request} | {versus} | {ratio} | {:.2} ms, {:.2} ms ({}) |",
             latencies.len(),
-            latencies.len() as f64 / elapsed,
+            latencies.len() as f64 / elapsed.max(f64::MIN_POSITIVE),
             millis(&latencies, 0.50),
             millis(&latencies, 0.99),
             millis(&probes, 0.50),
@@ -227,6 +248,109 @@ fn main() {
     }
     stop(&mut child);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What an in-process loop did: its rate and the CPU time of each iteration.
+struct Loop {
+    rate: f64,
+    cpu_us: f64,
+}
+
+/// Runs `work` on the calling thread for `time`.
+fn loop_on_this_thread(time: Duration, work: impl Fn() -> bool) -> Loop {
+    let started = Instant::now();
+    let cpu_started = cpu::thread();
+    let mut n = 0u32;
+    while started.elapsed() < time {
+        std::hint::black_box(work());
+        n += 1;
+    }
+    let n = f64::from(n.max(1));
+    Loop {
+        rate: n / started.elapsed().as_secs_f64(),
+        cpu_us: cpu_started
+            .zip(cpu::thread())
+            .map_or(0.0, |(a, b)| (b - a).as_secs_f64() * 1e6 / n),
+    }
+}
+
+/// Runs `work` on one thread pinned to each of `cores` at once, for `time`: the
+/// threads' rates summed, and the mean CPU time of an iteration.
+fn loop_on_cores(cores: &[usize], time: Duration, work: &(impl Fn() -> bool + Sync)) -> Loop {
+    let loops: Vec<Loop> = std::thread::scope(|s| {
+        let threads: Vec<_> = cores
+            .iter()
+            .map(|&core| {
+                s.spawn(move || {
+                    affinity::pin(&[core]);
+                    loop_on_this_thread(time, work)
+                })
+            })
+            .collect();
+        threads.into_iter().filter_map(|t| t.join().ok()).collect()
+    });
+    Loop {
+        rate: loops.iter().map(|l| l.rate).sum(),
+        cpu_us: loops.iter().map(|l| l.cpu_us).sum::<f64>() / loops.len().max(1) as f64,
+    }
+}
+
+/// One round of a level: its answers' latencies, the other answers or failures, how
+/// long it took, the service's CPU time meanwhile and the probes' latencies.
+struct Round {
+    latencies: Vec<Duration>,
+    ok: usize,
+    errors: usize,
+    elapsed: f64,
+    cpu: Option<Duration>,
+    probes: Vec<Duration>,
+}
+
+/// Drives one client per connection in `connections`, each sending up to
+/// `per_client` compiles within `time`, with a `/healthz` probe beside them.
+fn drive(
+    address: &str,
+    body: &str,
+    connections: &mut [Connection],
+    per_client: usize,
+    time: Duration,
+    pid: u32,
+) -> Round {
+    let deadline = Instant::now() + time;
+    let started = Instant::now();
+    let cpu_before = cpu::process(pid);
+    let loaded = std::sync::atomic::AtomicBool::new(true);
+    let (results, probes): (Vec<(Vec<Duration>, usize)>, Vec<Duration>) = std::thread::scope(|s| {
+        let prober = s.spawn(|| probe(address, &loaded));
+        let handles: Vec<_> = connections
+            .iter_mut()
+            .map(|c| s.spawn(move || client(address, body, per_client, deadline, c)))
+            .collect();
+        let results = handles.into_iter().filter_map(|h| h.join().ok()).collect();
+        loaded.store(false, std::sync::atomic::Ordering::Relaxed);
+        (results, prober.join().unwrap_or_default())
+    });
+    let elapsed = started.elapsed().as_secs_f64();
+    let cpu = cpu_before.zip(cpu::process(pid)).map(|(a, b)| b - a);
+    let latencies: Vec<Duration> = results.iter().flat_map(|r| r.0.clone()).collect();
+    Round {
+        ok: latencies.len(),
+        latencies,
+        errors: results.iter().map(|r| r.1).sum(),
+        elapsed,
+        cpu,
+        probes,
+    }
+}
+
+/// The median of `values` (0 when there are none).
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
 }
 
 /// Stops the server as an operator would (SIGTERM: it drains and exits, and a tool
@@ -345,16 +469,32 @@ mod affinity {
     pub fn pin(_: &[usize]) {}
 }
 
-/// One keep-alive connection sending up to `count` compiles until `deadline`:
-/// latencies of the 200s, and the number of other answers or failures.
-fn client(address: &str, body: &str, count: usize, deadline: Instant) -> (Vec<Duration>, usize) {
+/// A client's keep-alive connection, kept from one round to the next so that each
+/// round measures warm connections, not their setup.
+type Connection = Option<BufReader<TcpStream>>;
+
+/// One client sending up to `count` compiles until `deadline` over `connection`
+/// (opened if there is none; dropped after a failure): latencies of the 200s, and the
+/// number of other answers or failures.
+fn client(
+    address: &str,
+    body: &str,
+    count: usize,
+    deadline: Instant,
+    connection: &mut Connection,
+) -> (Vec<Duration>, usize) {
     let mut latencies = Vec::with_capacity(count);
     let mut errors = 0;
-    let Ok(stream) = TcpStream::connect(address) else {
-        return (latencies, count);
+    let reader = match connection {
+        Some(reader) => reader,
+        None => {
+            let Ok(stream) = TcpStream::connect(address) else {
+                return (latencies, count);
+            };
+            let _ = stream.set_nodelay(true);
+            connection.insert(BufReader::new(stream))
+        }
     };
-    let _ = stream.set_nodelay(true);
-    let mut reader = BufReader::new(stream);
     let head = format!(
         "POST /v1/compile HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
         body.len()
@@ -368,13 +508,15 @@ fn client(address: &str, body: &str, count: usize, deadline: Instant) -> (Vec<Du
         if stream.write_all(head.as_bytes()).is_err() || stream.write_all(body.as_bytes()).is_err()
         {
             errors += 1;
+            *connection = None;
             break;
         }
-        match read_response(&mut reader) {
+        match read_response(reader) {
             Some(200) => latencies.push(started.elapsed()),
             Some(_) => errors += 1,
             None => {
                 errors += 1;
+                *connection = None;
                 break;
             }
         }

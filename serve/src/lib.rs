@@ -19,6 +19,7 @@
 //! label set.
 
 pub mod conn;
+pub mod log;
 pub mod metrics;
 
 use std::num::NonZeroUsize;
@@ -741,18 +742,20 @@ async fn observe(State(service): State<Arc<Service>>, request: Request, next: Ne
             map.insert("ledger_hash".into(), Value::from(hash.as_str()));
         }
     }
-    log_line(&line);
+    log::line(&line);
     response
 }
 
-/// Writes one JSON log line to stderr in a single write: stderr is unbuffered, and
-/// formatting straight into it costs a system call per fragment (dozens per line).
-fn log_line(line: &Value) {
-    use std::io::Write;
-    let mut bytes = line.to_string().into_bytes();
-    bytes.push(b'\n');
-    // A closed stderr loses the log line, never the response.
-    let _ = std::io::stderr().lock().write_all(&bytes);
+/// The runtime the service runs on: one worker per core (the cores the process may
+/// run on, after its CPU affinity and cgroup quota; `TOKIO_WORKER_THREADS` sets
+/// another count), whose workers write out the pending request log when they go idle
+/// and when they stop (see [`log`]).
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .on_thread_park(log::flush)
+        .on_thread_stop(log::flush)
+        .build()
 }
 
 /// Labels of a compile, from the prepared pack and the compiled context.

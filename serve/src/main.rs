@@ -48,9 +48,19 @@ struct Args {
     read_timeout_ms: u64,
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
     let args = Args::parse();
+    let runtime = match ctxpack_serve::runtime() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            std::process::exit(3);
+        }
+    };
+    runtime.block_on(serve(args));
+}
+
+async fn serve(args: Args) {
     let registry = ctxpack::registry::Registry::from_env_or(args.registry.as_deref());
     let service = Service::new(Config {
         registry: registry.root().to_path_buf(),
@@ -88,11 +98,13 @@ async fn main() {
         // In-flight requests get `deadline` to finish; then the process exits anyway.
         tokio::spawn(async move {
             tokio::time::sleep(deadline).await;
+            ctxpack_serve::log::flush();
             eprintln!("{}", serde_json::json!({"shutdown": "deadline reached"}));
             std::process::exit(1);
         });
     })
     .await;
+    ctxpack_serve::log::flush();
     eprintln!("{}", serde_json::json!({"shutdown": "done"}));
 }
 

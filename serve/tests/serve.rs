@@ -757,6 +757,14 @@ fn sigterm_finishes_in_flight_requests() {
     assert_eq!(exit.code(), Some(0));
     // The server is gone: new connections are refused.
     assert!(TcpStream::connect(&server.address).is_err());
+    // The request's log line was written, between the two shutdown lines.
+    let lines = server.log_lines(3);
+    let at = |pattern: &str| lines.iter().position(|l| l.contains(pattern));
+    let (draining, compiled, done) = (at("\"draining\""), at("\"/v1/compile\""), at("\"done\""));
+    assert!(
+        draining.is_some() && draining < compiled && compiled < done,
+        "{lines:?}"
+    );
 }
 
 /// A connection is held to the read timeout and to HTTP's framing: a request sent
