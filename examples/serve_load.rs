@@ -4,7 +4,8 @@
 //! ```sh
 //! cargo build --release --workspace --bins --examples
 //! target/release/examples/serve_load [REQUESTS_PER_LEVEL] [SECONDS_PER_LEVEL] [--shared]
-//!     [--levels=1,8,32] [--rounds=5] [--wrapper="valgrind --tool=callgrind --log-file=vg.log"]
+//!     [--levels=1,8,32] [--rounds=5] [--paired]
+//!     [--wrapper="valgrind --tool=callgrind --log-file=vg.log"]
 //! ```
 //!
 //! Starts `ctxpack-serve` (next to this example's directory) on `127.0.0.1:0` over a
@@ -23,7 +24,11 @@
 //! is. Each level runs in `--rounds` rounds, each an in-process phase (one second)
 //! followed by its share of the level's requests, so that both sides of each ratio
 //! are measured within seconds of each other on a machine whose speed swings; the
-//! level's ratio is the median over its rounds. The single-threaded rates (compile
+//! level's ratio is the median over its rounds. With `--paired`, the in-process
+//! threads run instead while each round's clients do, sharing the service's cores, so
+//! that both sides see the same machine at every moment: the ratio is then the CPU
+//! time per request, in-process over service (throughput and latency are those of a
+//! shared core). The single-threaded rates (compile
 //! only; the full work in a process without threads, where the system allocator
 //! takes no locks) are printed first for reference. `--shared` runs the service and
 //! the generator on every core. `--levels` picks the concurrency levels; `--wrapper`
@@ -55,6 +60,7 @@ fn main() {
         .map(|w| w.split_whitespace().map(str::to_owned).collect())
         .unwrap_or_default();
     let in_process = wrapper.is_empty();
+    let paired = in_process && std::env::args().any(|a| a == "--paired");
     let rounds: usize = match option("--rounds=").and_then(|r| r.parse().ok()) {
         _ if !in_process => 1,
         Some(r) => r,
@@ -101,9 +107,10 @@ fn main() {
         // For reference, before this process starts a thread: one core, no locks in
         // the allocator.
         affinity::pin(&service_cores[..1]);
-        let alone = Duration::from_secs(2);
-        let compile_only = loop_on_this_thread(alone, || pack.compile(&w.inputs).is_ok());
-        let full = loop_on_this_thread(alone, full_work);
+        let compile_only = loop_on_this_thread(for_time(Duration::from_secs(2)), || {
+            pack.compile(&w.inputs).is_ok()
+        });
+        let full = loop_on_this_thread(for_time(Duration::from_secs(2)), full_work);
         println!(
             "in-process, one thread, no other thread in the process: compile only {:.0}/s; decode ({} KB of JSON) + compile + canonical bytes {:.0}/s, {:.0} µs of CPU each",
             compile_only.rate,
@@ -177,13 +184,21 @@ fn main() {
 
     let pid = child.id();
     let k = service_cores.len();
-    if in_process {
+    let ratio_column = if paired {
         println!(
-            "in-process rate: one thread on each of the {k} service core(s), in this process (which has threads), one second before each round; the goal is 0.8 × that rate"
+            "paired: one in-process thread on each of the {k} service core(s) runs beside the service while each round's clients do, sharing its cores; the ratio is CPU time per request, in-process over service (the goal is 0.8)"
         );
-    }
+        "in-process ÷ service CPU time per request"
+    } else {
+        if in_process {
+            println!(
+                "in-process rate: one thread on each of the {k} service core(s), in this process (which has threads), one second before each round; the goal is 0.8 × that rate"
+            );
+        }
+        "throughput ÷ in-process rate"
+    };
     println!(
-        "| concurrency | requests | throughput | p50 | p99 | errors | service CPU / request | in-process rate, CPU / request | throughput ÷ in-process rate, median (range) of {rounds} | `/healthz` p50, max (probes) |"
+        "| concurrency | requests | throughput | p50 | p99 | errors | service CPU / request | in-process rate, CPU / request | {ratio_column}, median (range) of {rounds} | `/healthz` p50, max (probes) |"
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for &concurrency in &levels {
@@ -195,8 +210,13 @@ fn main() {
         let per_client = per_round.div_ceil(concurrency);
         let mut connections: Vec<Connection> = (0..concurrency).map(|_| None).collect();
         for _ in 0..rounds {
-            let baseline = in_process
-                .then(|| loop_on_cores(&service_cores, Duration::from_secs(1), &full_work));
+            let before = (in_process && !paired).then(|| {
+                loop_on_cores(
+                    &service_cores,
+                    &for_time(Duration::from_secs(1)),
+                    &full_work,
+                )
+            });
             let round = drive(
                 &address,
                 &body,
@@ -204,9 +224,19 @@ fn main() {
                 per_client,
                 Duration::from_secs(seconds).div_f64(rounds as f64),
                 pid,
+                paired.then_some((&service_cores[..], &full_work as &(dyn Fn() -> bool + Sync))),
             );
-            if let Some(baseline) = baseline {
-                ratios.push(round.ok as f64 / round.elapsed / baseline.rate);
+            let requests = (round.ok + round.errors).max(1) as f64;
+            match (before, round.beside) {
+                (Some(baseline), _) => ratios.push(round.ok as f64 / round.elapsed / baseline.rate),
+                (None, Some(beside)) => {
+                    if let Some(cpu) = round.cpu.filter(|c| !c.is_zero()) {
+                        ratios.push(beside.cpu_us / (cpu.as_secs_f64() * 1e6 / requests));
+                    }
+                }
+                (None, None) => {}
+            }
+            if let Some(baseline) = before.or(round.beside) {
                 rates.push(baseline.rate);
                 cpus.push(baseline.cpu_us);
             }
@@ -222,10 +252,11 @@ fn main() {
             let requests = (latencies.len() + errors).max(1) as f64;
             format!("{:.0} µs", t.as_secs_f64() * 1e6 / requests)
         });
-        let versus = if ratios.is_empty() {
-            String::new()
-        } else {
-            format!("{:.0}/s, {:.0} µs", median(&mut rates), median(&mut cpus))
+        let versus = match (rates.is_empty(), paired) {
+            (true, _) => String::new(),
+            // Sharing the service's cores, the loop's rate says nothing.
+            (false, true) => format!("{:.0} µs", median(&mut cpus)),
+            (false, false) => format!("{:.0}/s, {:.0} µs", median(&mut rates), median(&mut cpus)),
         };
         let ratio = if ratios.is_empty() {
             String::new()
@@ -251,17 +282,24 @@ fn main() {
 }
 
 /// What an in-process loop did: its rate and the CPU time of each iteration.
+#[derive(Clone, Copy)]
 struct Loop {
     rate: f64,
     cpu_us: f64,
 }
 
-/// Runs `work` on the calling thread for `time`.
-fn loop_on_this_thread(time: Duration, work: impl Fn() -> bool) -> Loop {
+/// A condition that holds once `time` has passed from now.
+fn for_time(time: Duration) -> impl Fn() -> bool + Sync {
+    let end = Instant::now() + time;
+    move || Instant::now() >= end
+}
+
+/// Runs `work` on the calling thread until `done`.
+fn loop_on_this_thread(done: impl Fn() -> bool, work: impl Fn() -> bool) -> Loop {
     let started = Instant::now();
     let cpu_started = cpu::thread();
     let mut n = 0u32;
-    while started.elapsed() < time {
+    while !done() {
         std::hint::black_box(work());
         n += 1;
     }
@@ -274,16 +312,20 @@ fn loop_on_this_thread(time: Duration, work: impl Fn() -> bool) -> Loop {
     }
 }
 
-/// Runs `work` on one thread pinned to each of `cores` at once, for `time`: the
+/// Runs `work` on one thread pinned to each of `cores` at once, until `done`: the
 /// threads' rates summed, and the mean CPU time of an iteration.
-fn loop_on_cores(cores: &[usize], time: Duration, work: &(impl Fn() -> bool + Sync)) -> Loop {
+fn loop_on_cores(
+    cores: &[usize],
+    done: &(impl Fn() -> bool + Sync + ?Sized),
+    work: &(impl Fn() -> bool + Sync + ?Sized),
+) -> Loop {
     let loops: Vec<Loop> = std::thread::scope(|s| {
         let threads: Vec<_> = cores
             .iter()
             .map(|&core| {
                 s.spawn(move || {
                     affinity::pin(&[core]);
-                    loop_on_this_thread(time, work)
+                    loop_on_this_thread(done, work)
                 })
             })
             .collect();
@@ -304,10 +346,13 @@ struct Round {
     elapsed: f64,
     cpu: Option<Duration>,
     probes: Vec<Duration>,
+    /// The in-process loop that ran beside the clients, if one did.
+    beside: Option<Loop>,
 }
 
 /// Drives one client per connection in `connections`, each sending up to
-/// `per_client` compiles within `time`, with a `/healthz` probe beside them.
+/// `per_client` compiles within `time`, with a `/healthz` probe beside them, and
+/// `beside`'s work on each of its cores while they run.
 fn drive(
     address: &str,
     body: &str,
@@ -315,20 +360,25 @@ fn drive(
     per_client: usize,
     time: Duration,
     pid: u32,
+    beside: Option<(&[usize], &(dyn Fn() -> bool + Sync))>,
 ) -> Round {
     let deadline = Instant::now() + time;
     let started = Instant::now();
     let cpu_before = cpu::process(pid);
     let loaded = std::sync::atomic::AtomicBool::new(true);
-    let (results, probes): (Vec<(Vec<Duration>, usize)>, Vec<Duration>) = std::thread::scope(|s| {
+    let unloaded = || !loaded.load(std::sync::atomic::Ordering::Relaxed);
+    let (results, probes, beside) = std::thread::scope(|s| {
         let prober = s.spawn(|| probe(address, &loaded));
+        let beside = beside.map(|(cores, work)| s.spawn(|| loop_on_cores(cores, &unloaded, work)));
         let handles: Vec<_> = connections
             .iter_mut()
             .map(|c| s.spawn(move || client(address, body, per_client, deadline, c)))
             .collect();
-        let results = handles.into_iter().filter_map(|h| h.join().ok()).collect();
+        let results: Vec<(Vec<Duration>, usize)> =
+            handles.into_iter().filter_map(|h| h.join().ok()).collect();
         loaded.store(false, std::sync::atomic::Ordering::Relaxed);
-        (results, prober.join().unwrap_or_default())
+        let beside = beside.and_then(|b| b.join().ok());
+        (results, prober.join().unwrap_or_default(), beside)
     });
     let elapsed = started.elapsed().as_secs_f64();
     let cpu = cpu_before.zip(cpu::process(pid)).map(|(a, b)| b - a);
@@ -340,6 +390,7 @@ fn drive(
         elapsed,
         cpu,
         probes,
+        beside,
     }
 }
 
