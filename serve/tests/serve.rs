@@ -106,6 +106,38 @@ impl Server {
         }
     }
 
+    /// A connection with a request's head sent, announcing a body of `length` bytes.
+    fn open(&self, method: &str, path: &str, length: usize) -> TcpStream {
+        let mut stream = TcpStream::connect(&self.address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: {length}\r\nconnection: close\r\n\r\n",
+            self.address,
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        stream
+    }
+
+    /// A compile whose head and first 10 bytes of `body` are sent, the rest not yet;
+    /// waits 200 ms for the server to be reading it.
+    fn begin_compile(&self, body: &str) -> TcpStream {
+        let mut stream = self.open("POST", "/v1/compile", body.len());
+        stream.write_all(&body.as_bytes()[..10]).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        stream
+    }
+
+    /// Sends SIGTERM, as an operator stopping the service would.
+    fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
     /// The log's lines once there are `n` of them (waits up to ten seconds).
     fn log_lines(&self, n: usize) -> Vec<String> {
         for _ in 0..1000 {
@@ -119,16 +151,7 @@ impl Server {
     }
 
     fn request(&self, method: &str, path: &str, body: &[u8]) -> Response {
-        let mut stream = TcpStream::connect(&self.address).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-            self.address,
-            body.len()
-        );
-        stream.write_all(head.as_bytes()).unwrap();
+        let mut stream = self.open(method, path, body.len());
         stream.write_all(body).unwrap();
         read_response(stream)
     }
@@ -733,22 +756,8 @@ fn sigterm_finishes_in_flight_requests() {
     let mut server = Server::start(&packs, &[]);
     let body = basic_body().to_string();
     // A request whose body is still arriving when the signal comes.
-    let mut stream = TcpStream::connect(&server.address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let head = format!(
-        "POST /v1/compile HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(&body.as_bytes()[..10]).unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    let status = Command::new("kill")
-        .args(["-TERM", &server.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let mut stream = server.begin_compile(&body);
+    server.terminate();
     std::thread::sleep(Duration::from_millis(200));
     stream.write_all(&body.as_bytes()[10..]).unwrap();
     let response = read_response(stream);
@@ -765,6 +774,38 @@ fn sigterm_finishes_in_flight_requests() {
         draining.is_some() && draining < compiled && compiled < done,
         "{lines:?}"
     );
+}
+
+#[test]
+fn a_request_still_running_at_the_shutdown_deadline_is_cut_and_the_exit_code_is_1() {
+    let packs = Packs::new();
+    let mut server = Server::start(&packs, &["--shutdown-deadline-ms", "300"]);
+    // Answered before the signal: its log line must not be lost by the early exit.
+    assert_eq!(server.compile(&basic_body()).status, 200);
+    // A request whose body stops arriving: it is in flight when the signal comes, and
+    // still is at the deadline.
+    let _stream = server.begin_compile(&basic_body().to_string());
+    let signalled = std::time::Instant::now();
+    server.terminate();
+    let exit = server.child.wait().unwrap();
+    assert_eq!(exit.code(), Some(1));
+    assert!(
+        signalled.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        signalled.elapsed()
+    );
+    let lines = server.log_lines(3);
+    let at = |pattern: &str| lines.iter().position(|l| l.contains(pattern));
+    let (compiled, draining, cut) = (
+        at("\"/v1/compile\""),
+        at("\"draining\""),
+        at("\"deadline reached\""),
+    );
+    assert!(
+        compiled.is_some() && compiled < draining && draining < cut,
+        "{lines:?}"
+    );
+    assert_eq!(at("\"done\""), None, "{lines:?}");
 }
 
 /// A connection is held to the read timeout and to HTTP's framing: a request sent
