@@ -524,6 +524,13 @@ mod affinity {
 /// round measures warm connections, not their setup.
 type Connection = Option<BufReader<TcpStream>>;
 
+/// A keep-alive connection to `address`, without Nagle's delay.
+fn connect(address: &str) -> Option<BufReader<TcpStream>> {
+    let stream = TcpStream::connect(address).ok()?;
+    let _ = stream.set_nodelay(true);
+    Some(BufReader::new(stream))
+}
+
 /// One client sending up to `count` compiles until `deadline` over `connection`
 /// (opened if there is none; dropped after a failure): latencies of the 200s, and the
 /// number of other answers or failures.
@@ -538,13 +545,10 @@ fn client(
     let mut errors = 0;
     let reader = match connection {
         Some(reader) => reader,
-        None => {
-            let Ok(stream) = TcpStream::connect(address) else {
-                return (latencies, count);
-            };
-            let _ = stream.set_nodelay(true);
-            connection.insert(BufReader::new(stream))
-        }
+        None => match connect(address) {
+            Some(reader) => connection.insert(reader),
+            None => return (latencies, count),
+        },
     };
     let head = format!(
         "POST /v1/compile HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
@@ -585,11 +589,9 @@ fn millis(sorted: &[Duration], q: f64) -> f64 {
 /// a liveness probe would under load; the time each answer took.
 fn probe(address: &str, loaded: &std::sync::atomic::AtomicBool) -> Vec<Duration> {
     let mut latencies = Vec::new();
-    let Ok(stream) = TcpStream::connect(address) else {
+    let Some(mut reader) = connect(address) else {
         return latencies;
     };
-    let _ = stream.set_nodelay(true);
-    let mut reader = BufReader::new(stream);
     let request = format!("GET /healthz HTTP/1.1\r\nhost: {address}\r\n\r\n");
     while loaded.load(std::sync::atomic::Ordering::Relaxed) {
         let started = Instant::now();

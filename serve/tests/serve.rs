@@ -668,6 +668,7 @@ fn probes_answer_while_every_core_compiles() {
     let server = Server::start(&packs, &[]);
     assert_eq!(server.compile(&basic_body()).status, 200);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let body = basic_body();
     let done = std::sync::atomic::AtomicBool::new(false);
     let (slowest, compiled) = std::thread::scope(|s| {
         let clients: Vec<_> = (0..cores * 4)
@@ -675,7 +676,7 @@ fn probes_answer_while_every_core_compiles() {
                 s.spawn(|| {
                     let mut n = 0usize;
                     while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                        let r = server.compile(&basic_body());
+                        let r = server.compile(&body);
                         assert_eq!(r.status, 200, "{}", r.text());
                         n += 1;
                     }
