@@ -229,11 +229,22 @@ pub fn to_json(reports: &[FileReport]) -> Value {
     json!({ "diagnostics": diagnostics, "errors": errors, "warnings": warnings })
 }
 
+/// `{ "diagnostics": [...], "errors": N, "warnings": N }` of the files that were read,
+/// with `"unreadable": ["cannot read ...", ...]` added when some input could not be:
+/// a document that lists no diagnostics is then not mistaken for a clean check.
+pub fn to_json_with(reports: &[FileReport], unreadable: &[String]) -> Value {
+    let mut doc = to_json(reports);
+    if let (false, Some(map)) = (unreadable.is_empty(), doc.as_object_mut()) {
+        map.insert("unreadable".to_owned(), json!(unreadable));
+    }
+    doc
+}
+
 /// SARIF 2.1.0, one run, one rule per code that occurs. Paths in `reports` are taken
 /// relative to the current directory, which becomes the `%SRCROOT%` base; see
-/// [`to_sarif_in`].
-pub fn to_sarif(reports: &[FileReport]) -> Value {
-    to_sarif_in(reports, std::env::current_dir().ok().as_deref())
+/// [`to_sarif_in`]. `unreadable` lists the inputs that could not be read.
+pub fn to_sarif(reports: &[FileReport], unreadable: &[String]) -> Value {
+    to_sarif_in(reports, unreadable, std::env::current_dir().ok().as_deref())
 }
 
 /// The `uriBaseId` of artifact URIs relative to the directory the paths were given in.
@@ -248,7 +259,12 @@ pub const SARIF_SRCROOT: &str = "%SRCROOT%";
 /// absolute `file:` URI. With no `cwd` (or a relative one), relative paths are still
 /// relative to `%SRCROOT%` but the base is left undeclared (§3.14.14 allows that).
 /// Paths are normalized lexically (`.` dropped, `..` folded), as URI resolution would.
-pub fn to_sarif_in(reports: &[FileReport], cwd: Option<&Path>) -> Value {
+///
+/// The run has one invocation: `executionSuccessful` is false when an input could not
+/// be read, and each such input is a `toolExecutionNotifications` entry of level
+/// `error` (SARIF §3.20.14, §3.20.21), so a log with no results is not taken for a
+/// clean run.
+pub fn to_sarif_in(reports: &[FileReport], unreadable: &[String], cwd: Option<&Path>) -> Value {
     let base = cwd.filter(|c| c.is_absolute()).map(lexical);
     let located: Vec<Located> = reports.iter().flat_map(FileReport::located).collect();
     let mut codes: Vec<&'static str> = located.iter().map(|l| l.code).collect();
@@ -308,11 +324,11 @@ pub fn to_sarif_in(reports: &[FileReport], cwd: Option<&Path>) -> Value {
             "driver": {
                 "name": "ctxpack",
                 "version": env!("CARGO_PKG_VERSION"),
-                "informationUri": "https://example.invalid/ctxpack",
                 "rules": rules,
             }
         },
         "columnKind": "unicodeCodePoints",
+        "invocations": [invocation(unreadable)],
         "results": results,
     });
     if let (true, Some(base), Some(map)) = (uses_srcroot, &base, run.as_object_mut()) {
@@ -331,6 +347,21 @@ pub fn to_sarif_in(reports: &[FileReport], cwd: Option<&Path>) -> Value {
         "version": "2.1.0",
         "runs": [run],
     })
+}
+
+fn invocation(unreadable: &[String]) -> Value {
+    let mut invocation = json!({ "executionSuccessful": unreadable.is_empty() });
+    if let (false, Some(map)) = (unreadable.is_empty(), invocation.as_object_mut()) {
+        let notifications: Vec<Value> = unreadable
+            .iter()
+            .map(|message| json!({ "level": "error", "message": { "text": message } }))
+            .collect();
+        map.insert(
+            "toolExecutionNotifications".to_owned(),
+            json!(notifications),
+        );
+    }
+    invocation
 }
 
 fn sarif_level(severity: Severity) -> &'static str {
@@ -516,8 +547,9 @@ fn os_bytes(s: &std::ffi::OsStr) -> Cow<'_, [u8]> {
 }
 
 /// GitHub workflow commands, one line per diagnostic, exactly
-/// `::error file=..,line=..,col=..::[CODE] message` (`::warning` for warnings).
-pub fn to_github(reports: &[FileReport]) -> String {
+/// `::error file=..,line=..,col=..::[CODE] message` (`::warning` for warnings), then
+/// one `::error::message` line per input that could not be read.
+pub fn to_github(reports: &[FileReport], unreadable: &[String]) -> String {
     let mut out = String::new();
     for l in reports.iter().flat_map(FileReport::located) {
         out.push_str(&format!(
@@ -528,6 +560,9 @@ pub fn to_github(reports: &[FileReport]) -> String {
             l.column,
             escape_data(&format!("[{}] {}", l.code, l.message))
         ));
+    }
+    for message in unreadable {
+        out.push_str(&format!("::error::{}\n", escape_data(message)));
     }
     out
 }

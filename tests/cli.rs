@@ -68,9 +68,10 @@ fn check_exit_codes() {
     std::fs::write(&bad_utf8, [0xff, 0xfe, 0x00]).unwrap();
     ctxpack().arg("check").arg(&bad_utf8).assert().code(3);
     // The readable files are still checked and reported: with a machine format, stdout
-    // holds one document of them; the unreadable paths are on stderr; exit 3.
+    // holds one document of them, which also names the unreadable paths (a reader of
+    // stdout alone must not see a clean check); they are on stderr too; exit 3.
     let broken = write(dir.path(), "broken.ctxpack", BROKEN);
-    for format in ["json", "sarif"] {
+    for format in ["json", "sarif", "github"] {
         let o = ctxpack()
             .args(["check", "--format", format])
             .arg(&broken)
@@ -79,10 +80,33 @@ fn check_exit_codes() {
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(3), "{format}");
-        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert!(stderr.contains("/no/such/path.ctxpack"), "{stderr}");
         assert!(stderr.contains("bin.ctxpack"), "{stderr}");
+        let named = |messages: Vec<String>| {
+            assert_eq!(messages.len(), 2, "{format}: {messages:?}");
+            assert!(
+                messages[0].contains("/no/such/path.ctxpack"),
+                "{messages:?}"
+            );
+            assert!(messages[1].contains("bin.ctxpack"), "{messages:?}");
+        };
+        if format == "github" {
+            let text = String::from_utf8(o.stdout).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            assert!(lines[0].starts_with("::error file="), "{text}");
+            assert!(lines[0].contains("broken.ctxpack"), "{text}");
+            named(
+                lines
+                    .iter()
+                    .filter_map(|l| l.strip_prefix("::error::"))
+                    .map(str::to_owned)
+                    .collect(),
+            );
+            continue;
+        }
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let text = |v: &serde_json::Value| v.as_str().unwrap().to_owned();
         if format == "json" {
             assert!(doc["errors"].as_u64().unwrap() > 0, "{doc}");
             assert!(doc["diagnostics"]
@@ -90,6 +114,39 @@ fn check_exit_codes() {
                 .unwrap()
                 .iter()
                 .all(|d| d["file"].as_str().unwrap().ends_with("broken.ctxpack")));
+            named(
+                doc["unreadable"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(text)
+                    .collect(),
+            );
+        } else {
+            let invocation = &doc["runs"][0]["invocations"][0];
+            assert_eq!(invocation["executionSuccessful"], false, "{doc}");
+            let notes = invocation["toolExecutionNotifications"].as_array().unwrap();
+            assert!(notes.iter().all(|n| n["level"] == "error"));
+            named(notes.iter().map(|n| text(&n["message"]["text"])).collect());
+            assert!(!doc["runs"][0]["results"].as_array().unwrap().is_empty());
+        }
+    }
+    // Every input readable: no `unreadable` member, a successful invocation.
+    for format in ["json", "sarif"] {
+        let o = ctxpack()
+            .args(["check", "--format", format])
+            .arg(&broken)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{format}");
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        if format == "json" {
+            assert!(doc.get("unreadable").is_none(), "{doc}");
+        } else {
+            assert_eq!(
+                doc["runs"][0]["invocations"],
+                serde_json::json!([{ "executionSuccessful": true }])
+            );
         }
     }
 }

@@ -385,6 +385,18 @@ fn bundled_packs_validate() {
         .as_array()
         .unwrap();
     assert!(rules.iter().all(|r| r["help"]["text"].is_string()));
+    // And with an input that cannot be read: a failed invocation with a notification.
+    let (out, log) = check_sarif(&tree.work(), &[packs.as_os_str(), os("no such.ctxpack")]);
+    assert_eq!(out.status.code(), Some(3));
+    validator.assert_valid(&log);
+    let invocation = &log["runs"][0]["invocations"][0];
+    assert_eq!(invocation["executionSuccessful"], false);
+    assert_eq!(
+        invocation["toolExecutionNotifications"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
 }
 
 #[test]

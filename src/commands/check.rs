@@ -96,8 +96,10 @@ pub fn check_all(
 }
 
 /// Runs `check`. A path that cannot be read is exit 3, reported on stderr; the files
-/// that could be read are still checked and reported (with `--format json` or
-/// `sarif`, stdout still holds one document, of those files).
+/// that could be read are still checked and reported. With `--format json`, `sarif`
+/// or `github`, stdout still holds one document of those files, and it names the
+/// inputs that could not be read (`unreadable`, a failed SARIF invocation, an
+/// `::error::` line), so that a reader of stdout alone does not see a clean check.
 pub fn run(args: &CheckArgs) -> i32 {
     let (reports, unreadable) = check_all(&args.paths, args.registry.as_deref());
     let (errors, warnings) = diagnostic::tally(&reports);
@@ -120,9 +122,12 @@ pub fn run(args: &CheckArgs) -> i32 {
                 );
             }
         }
-        Format::Json => outln!("{}", pretty(&diagnostic::to_json(&reports))),
-        Format::Sarif => outln!("{}", pretty(&diagnostic::to_sarif(&reports))),
-        Format::Github => out!("{}", diagnostic::to_github(&reports)),
+        Format::Json => outln!(
+            "{}",
+            pretty(&diagnostic::to_json_with(&reports, &unreadable))
+        ),
+        Format::Sarif => outln!("{}", pretty(&diagnostic::to_sarif(&reports, &unreadable))),
+        Format::Github => out!("{}", diagnostic::to_github(&reports, &unreadable)),
     }
     let mut failures = Failures::new(args.json_errors);
     for message in unreadable {
