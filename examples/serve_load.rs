@@ -4,7 +4,7 @@
 //! ```sh
 //! cargo build --release --workspace --bins --examples
 //! target/release/examples/serve_load [REQUESTS_PER_LEVEL] [SECONDS_PER_LEVEL] [--shared]
-//!     [--levels=1,8,32] [--rounds=5] [--paired]
+//!     [--levels=1,8,32] [--rounds=5] [--paired] [--blocking] [--evidence=200]
 //!     [--wrapper="valgrind --tool=callgrind --log-file=vg.log"]
 //! ```
 //!
@@ -33,7 +33,9 @@
 //! takes no locks) are printed first for reference. `--shared` runs the service and
 //! the generator on every core. `--levels` picks the concurrency levels; `--wrapper`
 //! runs the server under a tool such as callgrind (its instruction count per request
-//! is the difference of two runs with different request counts).
+//! is the difference of two runs with different request counts). The clients spin on
+//! non-blocking sockets (see `Socket`); `--blocking` makes them sleep in `read`.
+//! `--evidence=N` sends the first N of the workload's 200 evidence items.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -61,6 +63,8 @@ fn main() {
         .unwrap_or_default();
     let in_process = wrapper.is_empty();
     let paired = in_process && std::env::args().any(|a| a == "--paired");
+    // The clients spin on non-blocking sockets unless `--blocking` (see `Socket`).
+    let spin = !std::env::args().any(|a| a == "--blocking");
     let rounds: usize = match option("--rounds=").and_then(|r| r.parse().ok()) {
         _ if !in_process => 1,
         Some(r) => r,
@@ -70,7 +74,15 @@ fn main() {
     let mut args = std::env::args().skip(1).filter(|a| !a.starts_with("--"));
     let per_level: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(400);
     let seconds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(20);
-    let Some(w) = workload::load(200) else { return };
+    // `--evidence=N` sends the first N of the workload's 200 evidence items: the
+    // request body shrinks with N (about 385 KB at 200, 60 KB at 20), so runs at two
+    // sizes show how much of the gap to the in-process rate moving the body costs.
+    let evidence = option("--evidence=")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(200);
+    let Some(w) = workload::load(evidence) else {
+        return;
+    };
 
     // The machine is split: the service gets every core but the last, the load
     // generator (this process's client threads) the last one, so the two do not
@@ -217,9 +229,13 @@ fn main() {
                     &full_work,
                 )
             });
+            let load = Load {
+                address: &address,
+                body: &body,
+                spin,
+            };
             let round = drive(
-                &address,
-                &body,
+                load,
                 &mut connections,
                 per_client,
                 Duration::from_secs(seconds).div_f64(rounds as f64),
@@ -353,9 +369,16 @@ struct Round {
 /// Drives one client per connection in `connections`, each sending up to
 /// `per_client` compiles within `time`, with a `/healthz` probe beside them, and
 /// `beside`'s work on each of its cores while they run.
+/// What each client sends, where, and how it waits for the answer.
+#[derive(Clone, Copy)]
+struct Load<'a> {
+    address: &'a str,
+    body: &'a str,
+    spin: bool,
+}
+
 fn drive(
-    address: &str,
-    body: &str,
+    load: Load<'_>,
     connections: &mut [Connection],
     per_client: usize,
     time: Duration,
@@ -368,11 +391,11 @@ fn drive(
     let loaded = std::sync::atomic::AtomicBool::new(true);
     let unloaded = || !loaded.load(std::sync::atomic::Ordering::Relaxed);
     let (results, probes, beside) = std::thread::scope(|s| {
-        let prober = s.spawn(|| probe(address, &loaded));
+        let prober = s.spawn(|| probe(load.address, &loaded));
         let beside = beside.map(|(cores, work)| s.spawn(|| loop_on_cores(cores, &unloaded, work)));
         let handles: Vec<_> = connections
             .iter_mut()
-            .map(|c| s.spawn(move || client(address, body, per_client, deadline, c)))
+            .map(|c| s.spawn(move || client(load, per_client, deadline, c)))
             .collect();
         let results: Vec<(Vec<Duration>, usize)> =
             handles.into_iter().filter_map(|h| h.join().ok()).collect();
@@ -522,30 +545,81 @@ mod affinity {
 
 /// A client's keep-alive connection, kept from one round to the next so that each
 /// round measures warm connections, not their setup.
-type Connection = Option<BufReader<TcpStream>>;
+type Connection = Option<BufReader<Socket>>;
 
-/// A keep-alive connection to `address`, without Nagle's delay.
-fn connect(address: &str) -> Option<BufReader<TcpStream>> {
+/// A client's socket. Spinning, it is non-blocking and a read or write that would
+/// block yields the thread and tries again, so the client never sleeps on the
+/// socket: over loopback, the sender of data runs the receiver's side of TCP in its
+/// own system call, and waking a receiver that sleeps there — a kick of another CPU,
+/// a VM exit under a hypervisor — is charged to the sender, the service, although a
+/// client on another host would pay it on its own CPU. Blocking (`--blocking`), the
+/// client sleeps in `read` and the service pays that wake-up for each answer.
+struct Socket {
+    stream: TcpStream,
+    spin: bool,
+}
+
+impl Socket {
+    fn retry<T>(
+        &mut self,
+        mut op: impl FnMut(&mut TcpStream) -> std::io::Result<T>,
+    ) -> std::io::Result<T> {
+        loop {
+            match op(&mut self.stream) {
+                Err(e) if self.spin && e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::yield_now()
+                }
+                result => return result,
+            }
+        }
+    }
+}
+
+impl Read for Socket {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.retry(|s| s.read(buf))
+    }
+}
+
+impl Write for Socket {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.retry(|s| s.write(buf))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.retry(|s| s.flush())
+    }
+}
+
+/// A keep-alive connection to `address`, without Nagle's delay; spinning or not.
+fn connect(address: &str, spin: bool) -> Option<BufReader<Socket>> {
     let stream = TcpStream::connect(address).ok()?;
     let _ = stream.set_nodelay(true);
-    Some(BufReader::new(stream))
+    if spin {
+        stream.set_nonblocking(true).ok()?;
+    }
+    Some(BufReader::new(Socket { stream, spin }))
 }
 
 /// One client sending up to `count` compiles until `deadline` over `connection`
 /// (opened if there is none; dropped after a failure): latencies of the 200s, and the
 /// number of other answers or failures.
 fn client(
-    address: &str,
-    body: &str,
+    load: Load<'_>,
     count: usize,
     deadline: Instant,
     connection: &mut Connection,
 ) -> (Vec<Duration>, usize) {
+    let Load {
+        address,
+        body,
+        spin,
+    } = load;
     let mut latencies = Vec::with_capacity(count);
     let mut errors = 0;
     let reader = match connection {
         Some(reader) => reader,
-        None => match connect(address) {
+        None => match connect(address, spin) {
             Some(reader) => connection.insert(reader),
             None => return (latencies, count),
         },
@@ -589,7 +663,7 @@ fn millis(sorted: &[Duration], q: f64) -> f64 {
 /// a liveness probe would under load; the time each answer took.
 fn probe(address: &str, loaded: &std::sync::atomic::AtomicBool) -> Vec<Duration> {
     let mut latencies = Vec::new();
-    let Some(mut reader) = connect(address) else {
+    let Some(mut reader) = connect(address, false) else {
         return latencies;
     };
     let request = format!("GET /healthz HTTP/1.1\r\nhost: {address}\r\n\r\n");
@@ -608,7 +682,7 @@ fn probe(address: &str, loaded: &std::sync::atomic::AtomicBool) -> Vec<Duration>
 }
 
 /// Reads one response with a `content-length` body; its status.
-fn read_response(reader: &mut BufReader<TcpStream>) -> Option<u16> {
+fn read_response(reader: &mut BufReader<impl Read>) -> Option<u16> {
     let mut line = String::new();
     reader.read_line(&mut line).ok()?;
     let status = line.split_whitespace().nth(1)?.parse().ok()?;

@@ -4,7 +4,8 @@
 //! package's `compile` does). With `--decode` as well, each compile first decodes the
 //! inputs from their JSON, as `ctxpack serve` does for each request: run it under
 //! `valgrind --tool=callgrind` with two counts to get the instructions per request that
-//! `serve_load --wrapper` compares the service with.
+//! `serve_load --wrapper` compares the service with (and `--evidence=N` to match
+//! `serve_load --evidence=N`).
 
 use ctxpack::runtime::PreparedPack;
 
@@ -16,7 +17,14 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(1000);
-    let Some(w) = workload::load(200) else { return };
+    // `--evidence=N`: the first N of the workload's 200 evidence items, as
+    // `serve_load --evidence=N` sends them.
+    let evidence = std::env::args()
+        .find_map(|a| a.strip_prefix("--evidence=").and_then(|n| n.parse().ok()))
+        .unwrap_or(200);
+    let Some(w) = workload::load(evidence) else {
+        return;
+    };
     let Ok(pack) = PreparedPack::new(w.artifact.clone()) else {
         return;
     };
