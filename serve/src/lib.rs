@@ -567,22 +567,32 @@ async fn answer(
             Err(e) => return error_response(&e, outcome_of(&e, None)),
         },
     };
-    let started = Instant::now();
-    // A defect that panics answers 500 (`internal_error`) and leaves the worker
-    // serving, as a task that panicked on another thread did.
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    guarded(service, &prepared, permit, || {
         run_compile(&prepared, request)
-    }));
+    })
+}
+
+/// Runs `work`, a compile, and answers it. A defect that panics answers 500
+/// (`internal_error`, counted in the metrics) and leaves the worker serving, as a task
+/// that panicked on another thread did; either way the compile slot is given back.
+fn guarded(
+    service: &Service,
+    prepared: &Arc<Prepared>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    work: impl FnOnce() -> CompileResult,
+) -> Response {
+    let started = Instant::now();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
     let elapsed = started.elapsed();
     drop(permit);
     match result {
-        Ok(result) => respond(service, &prepared, result, elapsed),
+        Ok(result) => respond(service, prepared, result, elapsed),
         Err(_) => {
             let e = internal("the compile failed: it panicked".into());
             service
                 .metrics
-                .record_compile(&prepared, None, e.kind, elapsed);
-            error_response(&e, outcome_of(&e, Some(&prepared)))
+                .record_compile(prepared, None, e.kind, elapsed);
+            error_response(&e, outcome_of(&e, Some(prepared)))
         }
     }
 }
@@ -764,5 +774,69 @@ pub(crate) fn labels(prepared: &Prepared, intent: &str) -> CompileLabels {
         pack: prepared.name.clone(),
         version: prepared.version.clone(),
         intent: intent.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A service (over an empty registry) admitting one compile, and the conformance
+    /// shop pack prepared.
+    fn service_and_pack() -> (tempfile::TempDir, Arc<Service>, Arc<Prepared>) {
+        let dir = tempfile::tempdir().unwrap();
+        let service = Service::new(Config {
+            registry: dir.path().join("registry"),
+            preload: Vec::new(),
+            max_concurrency: 1,
+            timeout: Duration::from_secs(30),
+            body_limit: 1 << 20,
+            cache_size: 1,
+            read_timeout: Duration::from_secs(30),
+        });
+        let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/conformance/packs/shop.ctxpack");
+        let built = ctxpack::build::build_file(&source, &Default::default()).unwrap();
+        let prepared = Arc::new(Prepared {
+            name: built.artifact.name.clone(),
+            version: built.artifact.version.clone(),
+            digest: String::new(),
+            pack: PreparedPack::new(built.artifact).unwrap(),
+        });
+        (dir, service, prepared)
+    }
+
+    #[test]
+    fn a_compile_that_panics_answers_500_and_gives_its_slot_back() {
+        let (_dir, service, prepared) = service_and_pack();
+        let permit = Arc::clone(&service.permits).try_acquire_owned().unwrap();
+        assert_eq!(service.permits.available_permits(), 0);
+        let response = guarded(&service, &prepared, permit, || panic!("a defect"));
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let outcome = response.extensions().get::<Outcome>().unwrap();
+        assert_eq!(outcome.outcome, "internal_error");
+        assert_eq!(
+            outcome.pack,
+            Some((prepared.name.clone(), prepared.version.clone()))
+        );
+        // The slot is free again: the next request is admitted.
+        assert_eq!(service.permits.available_permits(), 1);
+        let body = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(axum::body::to_bytes(response.into_body(), usize::MAX))
+            .unwrap();
+        let error: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(error["error"]["kind"], "internal_error");
+        assert_eq!(error["error"]["exit_code"], 5);
+        let metrics = service.metrics.encode();
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l.starts_with("ctxpack_compiles_total{")
+                    && l.contains("outcome=\"internal_error\"")
+                    && l.ends_with(" 1")),
+            "{metrics}"
+        );
     }
 }
