@@ -426,6 +426,16 @@ mod tests {
             message(json!({"user": {"age": 3.5, "tier": "pro"}})),
             "request.context.user.age: expected int, found float"
         );
+        // An integral value written as a float is a float (docs/runtime.md), and so is
+        // `-0`, which the JSON parser reads as -0.0.
+        for written in ["34.0", "3.4e1", "1e2", "-0"] {
+            let age: Value = serde_json::from_str(written).unwrap();
+            assert_eq!(
+                message(json!({"user": {"age": age, "tier": "pro"}})),
+                "request.context.user.age: expected int, found float",
+                "{written}"
+            );
+        }
         assert_eq!(
             message(json!({"user": {"age": 3, "tier": "gold"}})),
             "request.context.user.tier: \"gold\" is not a variant of enum(\"free\", \"pro\")"
