@@ -75,7 +75,7 @@ fn main() {
     let per_level: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(400);
     let seconds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(20);
     // `--evidence=N` sends the first N of the workload's 200 evidence items: the
-    // request body shrinks with N (about 385 KB at 200, 60 KB at 20), so runs at two
+    // request body shrinks with N (about 385 KB at 200, 104 KB at 20), so runs at two
     // sizes show how much of the gap to the in-process rate moving the body costs.
     let evidence = option("--evidence=")
         .and_then(|n| n.parse().ok())
@@ -366,9 +366,6 @@ struct Round {
     beside: Option<Loop>,
 }
 
-/// Drives one client per connection in `connections`, each sending up to
-/// `per_client` compiles within `time`, with a `/healthz` probe beside them, and
-/// `beside`'s work on each of its cores while they run.
 /// What each client sends, where, and how it waits for the answer.
 #[derive(Clone, Copy)]
 struct Load<'a> {
@@ -377,6 +374,9 @@ struct Load<'a> {
     spin: bool,
 }
 
+/// Drives one client per connection in `connections`, each sending up to
+/// `per_client` compiles within `time`, with a `/healthz` probe beside them, and
+/// `beside`'s work on each of its cores while they run.
 fn drive(
     load: Load<'_>,
     connections: &mut [Connection],
