@@ -213,6 +213,11 @@ fn main() {
         "| concurrency | requests | throughput | p50 | p99 | errors | service CPU / request | in-process rate, CPU / request | {ratio_column}, median (range) of {rounds} | `/healthz` p50, max (probes) |"
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let load = Load {
+        address: &address,
+        body: &body,
+        spin,
+    };
     for &concurrency in &levels {
         let mut latencies: Vec<Duration> = Vec::new();
         let mut probes: Vec<Duration> = Vec::new();
@@ -229,11 +234,6 @@ fn main() {
                     &full_work,
                 )
             });
-            let load = Load {
-                address: &address,
-                body: &body,
-                spin,
-            };
             let round = drive(
                 load,
                 &mut connections,

@@ -350,18 +350,14 @@ pub fn to_sarif_in(reports: &[FileReport], unreadable: &[String], cwd: Option<&P
 }
 
 fn invocation(unreadable: &[String]) -> Value {
-    let mut invocation = json!({ "executionSuccessful": unreadable.is_empty() });
-    if let (false, Some(map)) = (unreadable.is_empty(), invocation.as_object_mut()) {
-        let notifications: Vec<Value> = unreadable
-            .iter()
-            .map(|message| json!({ "level": "error", "message": { "text": message } }))
-            .collect();
-        map.insert(
-            "toolExecutionNotifications".to_owned(),
-            json!(notifications),
-        );
+    if unreadable.is_empty() {
+        return json!({ "executionSuccessful": true });
     }
-    invocation
+    let notifications: Vec<Value> = unreadable
+        .iter()
+        .map(|message| json!({ "level": "error", "message": { "text": message } }))
+        .collect();
+    json!({ "executionSuccessful": false, "toolExecutionNotifications": notifications })
 }
 
 fn sarif_level(severity: Severity) -> &'static str {
