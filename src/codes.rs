@@ -826,7 +826,9 @@ import "acme/base-safety" version "2.1.0""#,
         what: r#"The lockfile records the content hash of every imported pack, and for a
 pack from an OCI registry the digest of its manifest. The content found for
 this import no longer has that hash, or the version's tag in the OCI
-registry was moved to another manifest."#,
+registry was moved to another manifest. The same holds for the packs an
+import was built against: the copy it carries must be the locked one, and
+two imports may not bring in two different contents of one version."#,
         why: r#"A published version must never change. A mismatch means it was
 republished or tampered with (or its tag pushed again), and the policies,
 tools and redactors it brings in may not be the ones that were reviewed."#,

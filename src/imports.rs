@@ -211,7 +211,7 @@ pub fn resolve(
     lock: Option<&Lockfile>,
 ) -> Resolution {
     let mut out = Resolution::default();
-    let mut deps: BTreeMap<(String, String), Dependency> = BTreeMap::new();
+    let mut deps: BTreeMap<(String, String), (Dependency, String)> = BTreeMap::new();
     for decl in imports {
         // E0701 and E0104 were reported by the IR; nothing to resolve.
         let Some(version) = &decl.version else {
@@ -328,23 +328,77 @@ pub fn resolve(
             out.unresolved = true;
             continue;
         }
-        for d in &artifact.dependencies {
-            deps.insert((d.name.clone(), d.version.clone()), d.clone());
+        let here = format!("{}@{version}", decl.name);
+        let own = Dependency {
+            name: artifact.name.clone(),
+            version: artifact.version.clone(),
+            hash,
+        };
+        for (d, direct) in artifact
+            .dependencies
+            .iter()
+            .map(|d| (d, false))
+            .chain([(&own, true)])
+        {
+            let what = format!("{}@{}", d.name, d.version);
+            // What the lock records for a pack this import was built against: the
+            // copy flattened into it must be the locked one.
+            if let Some(locked) = lock.and_then(|l| l.hash_of(&d.name, &d.version)) {
+                if !direct && locked != d.hash {
+                    out.diagnostics.push(
+                        Diagnostic::new(
+                            "E0703",
+                            decl.name_span,
+                            format!("`{here}` was built against `{what}` with a hash that `ctxpack.lock` does not record"),
+                        )
+                        .with_label("brings in a copy that differs from the lock")
+                        .with_help(format!(
+                            "the lock records `{locked}` for `{what}`, `{here}` was built against `{}`; a published version must never change — investigate before updating the lock",
+                            d.hash
+                        )),
+                    );
+                }
+            }
+            let key = (d.name.clone(), d.version.clone());
+            match deps.get(&key) {
+                // Two imports bring in two different contents under one version: one
+                // of them was built against a copy that was changed after publishing.
+                Some((seen, first_via)) if seen.hash != d.hash => {
+                    let this_via = if direct {
+                        "imported here".to_owned()
+                    } else {
+                        format!("through `{here}`")
+                    };
+                    out.diagnostics.push(
+                        Diagnostic::new(
+                            "E0703",
+                            decl.name_span,
+                            format!("`{what}` is brought in twice with different contents"),
+                        )
+                        .with_label(format!("{this_via} with hash `{}`", d.hash))
+                        .with_help(format!(
+                            "{first_via}, `{what}` has hash `{}`; a published version must never change — one of the two copies was changed after publishing: investigate, then rebuild the pack that was built against the wrong one",
+                            seen.hash
+                        )),
+                    );
+                }
+                Some(_) => {}
+                None => {
+                    let via = if direct {
+                        "imported directly".to_owned()
+                    } else {
+                        format!("through `{here}`")
+                    };
+                    deps.insert(key, (d.clone(), via));
+                }
+            }
         }
-        deps.insert(
-            (artifact.name.clone(), artifact.version.clone()),
-            Dependency {
-                name: artifact.name.clone(),
-                version: artifact.version.clone(),
-                hash,
-            },
-        );
         out.imported.push(ImportedPack {
             span: decl.name_span,
             artifact,
         });
     }
-    out.dependencies = deps.into_values().collect();
+    out.dependencies = deps.into_values().map(|(d, _)| d).collect();
     out
 }
 

@@ -523,25 +523,45 @@ fn imports_resolve_lock_and_report_e070x() {
     assert_eq!(codes(&o), ["E0702"], "{}", stdout(&o));
 }
 
+/// Builds `src` (in `d`) into registry `reg` as `name@version`, leaving no lock behind.
+fn publish_source(d: &Path, reg: &Path, src: &str, name: &str, version: &str) {
+    let p = write(d, "tmp.ctxpack", src);
+    let out = reg.join(name).join(format!("{version}.json"));
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    ctxpack()
+        .args(["build", "--registry"])
+        .arg(reg)
+        .arg(&p)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .code(0);
+    std::fs::remove_file(d.join("ctxpack.lock")).ok();
+}
+
+/// The code and line of each diagnostic of a `check --format json` run.
+fn codes_and_lines(o: &Output) -> Vec<(String, u64)> {
+    let v: Value = serde_json::from_str(&stdout(o)).unwrap();
+    v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["code"].as_str().unwrap().to_owned(),
+                d["line"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
 #[test]
 fn import_conflicts_and_cycles() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let reg = d.join("reg");
-    let publish = |src: &str, name: &str, version: &str| {
-        let p = write(d, "tmp.ctxpack", src);
-        let out = reg.join(name).join(format!("{version}.json"));
-        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-        ctxpack()
-            .args(["build", "--registry"])
-            .arg(&reg)
-            .arg(&p)
-            .arg("-o")
-            .arg(&out)
-            .assert()
-            .code(0);
-        std::fs::remove_file(d.join("ctxpack.lock")).ok();
-    };
+    let publish =
+        |src: &str, name: &str, version: &str| publish_source(d, &reg, src, name, version);
     let tool = |name: &str| {
         format!("tool {name} {{ description \"x\" kind read risk low approval auto }}\n")
     };
@@ -578,18 +598,7 @@ fn import_conflicts_and_cycles() {
             .arg(&p)
             .output()
             .unwrap();
-        let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-        v["diagnostics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| {
-                (
-                    d["code"].as_str().unwrap().to_owned(),
-                    d["line"].as_u64().unwrap(),
-                )
-            })
-            .collect()
+        codes_and_lines(&o)
     };
     // Two imports define `shared`: E0704 at the second import, pointing at both.
     let two = "pack \"acme/x\" version \"1.0.0\" library\nimport \"acme/a\" version \"1.0.0\"\nimport \"acme/c\" version \"1.0.0\"\n";
@@ -633,6 +642,108 @@ fn import_conflicts_and_cycles() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&o.stderr).contains("acme/a → acme/b@1.0.0 → acme/a@1.0.0"));
+}
+
+/// A pack imported under one version must be one content, wherever it comes from: an
+/// import built against a copy that the lock or another import does not agree with
+/// is E0703 at that import.
+#[test]
+fn imports_built_against_another_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let reg = d.join("reg");
+    let publish = |src: &str, name: &str| publish_source(d, &reg, src, name, "1.0.0");
+    let a = |text: &str| {
+        format!("pack \"acme/a\" version \"1.0.0\" library\ntool shared {{ description \"{text}\" kind read risk low approval auto }}\n")
+    };
+    let importing = |name: &str| {
+        format!(
+            "pack \"acme/{name}\" version \"1.0.0\" library\nimport \"acme/a\" version \"1.0.0\"\n"
+        )
+    };
+    publish(&a("x"), "acme/a");
+    publish(&importing("b"), "acme/b");
+    // acme/a 1.0.0 changed in place after b was built against it; c is built against
+    // the changed copy.
+    publish(&a("y"), "acme/a");
+    publish(&importing("c"), "acme/c");
+
+    let app_dir = d.join("app");
+    std::fs::create_dir_all(&app_dir).unwrap();
+    let check = |src: &str| -> (Vec<(String, u64)>, String) {
+        let p = write(&app_dir, "x.ctxpack", src);
+        let o = ctxpack()
+            .args(["check", "--format", "json", "--registry"])
+            .arg(&reg)
+            .arg(&p)
+            .output()
+            .unwrap();
+        (codes_and_lines(&o), stdout(&o))
+    };
+    let header = "pack \"acme/x\" version \"1.0.0\" library\n";
+    let b = "import \"acme/b\" version \"1.0.0\"\n";
+    let c = "import \"acme/c\" version \"1.0.0\"\n";
+    let direct = "import \"acme/a\" version \"1.0.0\"\n";
+    // Two imports built against two contents of acme/a 1.0.0: at the later import.
+    let (codes, out) = check(&format!("{header}{b}{c}"));
+    assert_eq!(codes, [("E0703".to_owned(), 3)], "{out}");
+    assert!(
+        out.contains("`acme/a@1.0.0` is brought in twice with different contents"),
+        "{out}"
+    );
+    // acme/a imported directly (the changed copy) beside b, built against the other.
+    let (codes, out) = check(&format!("{header}{direct}{b}"));
+    assert_eq!(codes, [("E0703".to_owned(), 3)], "{out}");
+    assert!(
+        out.contains("imported directly, `acme/a@1.0.0` has hash"),
+        "{out}"
+    );
+    // ... and beside c, built against the same copy: no conflict.
+    assert_eq!(check(&format!("{header}{direct}{c}")).0, []);
+
+    // The lock records acme/a, which b brings in; b's copy is not the locked one.
+    std::fs::remove_file(app_dir.join("ctxpack.lock")).ok();
+    let src = write(&app_dir, "x.ctxpack", &format!("{header}{b}"));
+    ctxpack()
+        .args(["build", "--registry"])
+        .arg(&reg)
+        .arg(&src)
+        .arg("-o")
+        .arg(d.join("x.json"))
+        .assert()
+        .code(0);
+    let lock_path = app_dir.join("ctxpack.lock");
+    let lock = std::fs::read_to_string(&lock_path).unwrap();
+    assert!(
+        lock.contains("\"acme/a\"") && lock.contains("\"acme/b\""),
+        "{lock}"
+    );
+    let mut locked: Value = serde_json::from_str(&lock).unwrap();
+    for entry in locked["packages"].as_array_mut().unwrap() {
+        if entry["name"] == "acme/a" {
+            entry["hash"] = Value::from(format!("blake3:{}", "0".repeat(64)));
+        }
+    }
+    std::fs::write(&lock_path, serde_json::to_vec(&locked).unwrap()).unwrap();
+    let (codes, out) = check(&format!("{header}{b}"));
+    assert_eq!(codes, [("E0703".to_owned(), 2)], "{out}");
+    assert!(
+        out.contains("`acme/b@1.0.0` was built against `acme/a@1.0.0` with a hash that `ctxpack.lock` does not record"),
+        "{out}"
+    );
+    // A build refuses it and leaves the lock as it was.
+    ctxpack()
+        .args(["build", "--registry"])
+        .arg(&reg)
+        .arg(&src)
+        .arg("-o")
+        .arg(d.join("x.json"))
+        .assert()
+        .code(1);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&std::fs::read(&lock_path).unwrap()).unwrap(),
+        locked
+    );
 }
 
 #[test]

@@ -436,6 +436,34 @@ fn run_all(commands: Vec<Command>) -> Vec<Output> {
         .collect()
 }
 
+/// `verify` holds an artifact to what every other reader does (they all load through
+/// the same check): a sealed artifact whose name or version `build` would never write
+/// is refused, exit 4.
+#[test]
+fn verify_refuses_names_and_versions_build_never_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = write_artifact(dir.path(), "good.json", &artifact("acme/x", "1.0.0"));
+    let o = ctxpack().arg("verify").arg(&good).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    for (name, version, says) in [
+        ("acme/x", "1.4", "version `1.4` is not a semantic version"),
+        ("acme/../x", "1.0.0", "name `acme/../x` is not `scope/name`"),
+        ("acme", "1.0.0", "name `acme` is not `scope/name`"),
+    ] {
+        let path = write_artifact(dir.path(), "bad.json", &artifact(name, version));
+        let o = ctxpack()
+            .args(["verify", "--json-errors"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(4), "{name}@{version}");
+        let error: serde_json::Value = serde_json::from_slice(&o.stderr).unwrap();
+        assert_eq!(error["error"]["kind"], "invalid_artifact");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{message}");
+    }
+}
+
 #[test]
 fn concurrent_processes_lose_no_version() {
     let work = tempfile::tempdir().unwrap();

@@ -24,6 +24,10 @@ pub enum ArtifactError {
     HashMismatch { recorded: String, computed: String },
     #[error("artifact does not match the `{ARTIFACT_FORMAT}` schema: {0}")]
     Shape(String),
+    /// A name or version `build` would never write: the pack could not be referred to
+    /// (`scope/name@version`) as everything else refers to it.
+    #[error("artifact {0}")]
+    Identity(String),
 }
 
 impl ArtifactError {
@@ -100,6 +104,26 @@ pub fn verify_value(mut value: Value) -> Result<Artifact, ArtifactError> {
     }
     let mut artifact: Artifact =
         serde_json::from_value(value).map_err(|e| ArtifactError::Shape(e.to_string()))?;
+    check_identity(&artifact)?;
     artifact.hash = Some(recorded);
     Ok(artifact)
+}
+
+/// The name is `scope/name` and the version an exact semantic version, as `build`
+/// writes them (E0104 in a source).
+fn check_identity(artifact: &Artifact) -> Result<(), ArtifactError> {
+    if !super::valid_pack_name(&artifact.name) {
+        return Err(ArtifactError::Identity(format!(
+            "name `{}` is not `scope/name` (each part `[a-z0-9][a-z0-9-]*`, at most 64 characters)",
+            artifact.name
+        )));
+    }
+    super::parse_version(&artifact.version)
+        .map(drop)
+        .map_err(|e| {
+            ArtifactError::Identity(format!(
+                "version `{}` is not a semantic version: {e}",
+                artifact.version
+            ))
+        })
 }

@@ -174,6 +174,8 @@ fn field_line(out: &mut String, indent: &str, c: &FieldChange) {
                 Some(Value::Number(n)) if c.field == "share_ppm" => {
                     n.as_u64().map_or_else(|| n.to_string(), percent)
                 }
+                // An intent's share overrides, by bucket.
+                Some(Value::Object(shares)) if c.field == "budget" => shares_line(shares),
                 Some(v) => compact(v),
                 None => "none".into(),
             };
@@ -190,6 +192,21 @@ fn field_line(out: &mut String, indent: &str, c: &FieldChange) {
             let _ = writeln!(out, "{indent}    {line}");
         }
     }
+}
+
+/// An intent's bucket shares (`evidence 40%, memory 15%`), or `none`.
+fn shares_line(shares: &serde_json::Map<String, Value>) -> String {
+    if shares.is_empty() {
+        return "none".into();
+    }
+    let parts: Vec<String> = shares
+        .iter()
+        .map(|(bucket, ppm)| match ppm.as_u64() {
+            Some(ppm) => format!("{bucket} {}", percent(ppm)),
+            None => format!("{bucket} {}", compact(ppm)),
+        })
+        .collect();
+    parts.join(", ")
 }
 
 /// A value on one line: identifiers, numbers and versions bare, other strings quoted,
@@ -246,6 +263,29 @@ mod tests {
         assert_eq!(percent(1), "0.0001%");
         assert_eq!(percent(0), "0%");
         assert_eq!(percent(1_000_000), "100%");
+    }
+
+    #[test]
+    fn intent_shares_are_percentages() {
+        let shares = |v: Value| shares_line(v.as_object().unwrap());
+        assert_eq!(shares(json!({})), "none");
+        assert_eq!(
+            shares(json!({"evidence": 400_000, "memory": 125_000})),
+            "evidence 40%, memory 12.5%"
+        );
+        let mut out = String::new();
+        field_line(
+            &mut out,
+            "  ",
+            &FieldChange {
+                field: "budget".into(),
+                from: Some(json!({})),
+                to: Some(json!({"evidence": 400_000})),
+                diff: None,
+                safety: Vec::new(),
+            },
+        );
+        assert_eq!(out, "  ~ budget: none → evidence 40%\n");
     }
 
     #[test]
