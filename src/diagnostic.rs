@@ -114,18 +114,64 @@ impl Diagnostic {
 /// The nearest name to `wanted` among `candidates`, if one is close enough to be a
 /// plausible typo.
 pub fn nearest<'a>(wanted: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let wanted_len = wanted.chars().count();
+    let wanted_counts = CharCounts::of(wanted);
     let mut best: Option<(usize, &str)> = None;
     for candidate in candidates {
         if candidate == wanted {
             continue;
         }
+        let candidate_len = candidate.chars().count();
+        let limit = (wanted_len.max(candidate_len) / 3).max(1);
+        // The edit distance is at least what two cheap bounds say: the difference in
+        // length, and half the characters the two do not share (an edit changes at
+        // most two counts). A file with thousands of names and of unknown ones is
+        // checked in time only if most candidates stop here.
+        let reach = best.map_or(limit, |(d, _)| d.min(limit));
+        if wanted_len.abs_diff(candidate_len) > reach
+            || wanted_counts.distance(candidate).div_ceil(2) > reach
+        {
+            continue;
+        }
         let distance = strsim::damerau_levenshtein(wanted, candidate);
-        let limit = (wanted.chars().count().max(candidate.chars().count()) / 3).max(1);
         if distance <= limit && best.is_none_or(|(d, c)| (distance, candidate) < (d, c)) {
             best = Some((distance, candidate));
         }
     }
     best.map(|(_, c)| c)
+}
+
+/// How many times each ASCII byte occurs in a text, and how many other characters.
+struct CharCounts {
+    ascii: [u32; 128],
+    other: u32,
+}
+
+impl CharCounts {
+    fn of(text: &str) -> CharCounts {
+        let mut counts = CharCounts {
+            ascii: [0; 128],
+            other: 0,
+        };
+        for c in text.chars() {
+            match counts.ascii.get_mut(c as usize) {
+                Some(n) => *n += 1,
+                None => counts.other += 1,
+            }
+        }
+        counts
+    }
+
+    /// The sum over characters of the difference of their counts in the two texts
+    /// (non-ASCII characters counted as one kind, so it never overstates).
+    fn distance(&self, text: &str) -> usize {
+        let theirs = CharCounts::of(text);
+        let mut total = self.other.abs_diff(theirs.other);
+        for (mine, theirs) in self.ascii.iter().zip(theirs.ascii.iter()) {
+            total += mine.abs_diff(*theirs);
+        }
+        total as usize
+    }
 }
 
 /// One file's text and its diagnostics, ready to render.
@@ -913,5 +959,49 @@ mod sarif_uri_tests {
             directory_uri(&lexical(Path::new("/tmp/wörk dir/"))),
             "file:///tmp/w%C3%B6rk%20dir/"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    /// `nearest` without its bounds: every candidate's distance computed.
+    fn nearest_by_distance<'a>(wanted: &str, candidates: &[&'a str]) -> Option<&'a str> {
+        let mut best: Option<(usize, &str)> = None;
+        for &candidate in candidates {
+            if candidate == wanted {
+                continue;
+            }
+            let distance = strsim::damerau_levenshtein(wanted, candidate);
+            let limit = (wanted.chars().count().max(candidate.chars().count()) / 3).max(1);
+            if distance <= limit && best.is_none_or(|(d, c)| (distance, candidate) < (d, c)) {
+                best = Some((distance, candidate));
+            }
+        }
+        best.map(|(_, c)| c)
+    }
+
+    proptest! {
+        /// The bounds only skip candidates that could not win.
+        #[test]
+        fn the_bounds_change_no_answer(
+            wanted in "[a-dé_]{0,9}",
+            candidates in proptest::collection::vec("[a-dü_]{0,9}", 0..12),
+        ) {
+            let candidates: Vec<&str> = candidates.iter().map(String::as_str).collect();
+            prop_assert_eq!(
+                super::nearest(&wanted, candidates.iter().copied()),
+                nearest_by_distance(&wanted, &candidates)
+            );
+        }
+    }
+
+    #[test]
+    fn typos_find_their_name() {
+        let names = ["lookup_order", "issue_refund", "close_account", "t_1997"];
+        assert_eq!(super::nearest("lookup_ordr", names), Some("lookup_order"));
+        assert_eq!(super::nearest("isue_refund", names), Some("issue_refund"));
+        assert_eq!(super::nearest("refund", names), None);
     }
 }

@@ -211,7 +211,7 @@ pub fn resolve(
     lock: Option<&Lockfile>,
 ) -> Resolution {
     let mut out = Resolution::default();
-    let mut deps: BTreeMap<(String, String), (Dependency, String)> = BTreeMap::new();
+    let mut deps = Dependencies::new();
     for decl in imports {
         // E0701 and E0104 were reported by the IR; nothing to resolve.
         let Some(version) = &decl.version else {
@@ -328,70 +328,23 @@ pub fn resolve(
             out.unresolved = true;
             continue;
         }
-        let here = format!("{}@{version}", decl.name);
         let own = Dependency {
             name: artifact.name.clone(),
             version: artifact.version.clone(),
             hash,
         };
-        for (d, direct) in artifact
-            .dependencies
-            .iter()
-            .map(|d| (d, false))
-            .chain([(&own, true)])
-        {
-            let what = format!("{}@{}", d.name, d.version);
-            // What the lock records for a pack this import was built against: the
-            // copy flattened into it must be the locked one.
-            if let Some(locked) = lock.and_then(|l| l.hash_of(&d.name, &d.version)) {
-                if !direct && locked != d.hash {
-                    out.diagnostics.push(
-                        Diagnostic::new(
-                            "E0703",
-                            decl.name_span,
-                            format!("`{here}` was built against `{what}` with a hash that `ctxpack.lock` does not record"),
-                        )
-                        .with_label("brings in a copy that differs from the lock")
-                        .with_help(format!(
-                            "the lock records `{locked}` for `{what}`, `{here}` was built against `{}`; a published version must never change — investigate before updating the lock",
-                            d.hash
-                        )),
-                    );
-                }
-            }
-            let key = (d.name.clone(), d.version.clone());
-            match deps.get(&key) {
-                // Two imports bring in two different contents under one version: one
-                // of them was built against a copy that was changed after publishing.
-                Some((seen, first_via)) if seen.hash != d.hash => {
-                    let this_via = if direct {
-                        "imported here".to_owned()
-                    } else {
-                        format!("through `{here}`")
-                    };
-                    out.diagnostics.push(
-                        Diagnostic::new(
-                            "E0703",
-                            decl.name_span,
-                            format!("`{what}` is brought in twice with different contents"),
-                        )
-                        .with_label(format!("{this_via} with hash `{}`", d.hash))
-                        .with_help(format!(
-                            "{first_via}, `{what}` has hash `{}`; a published version must never change — one of the two copies was changed after publishing: investigate, then rebuild the pack that was built against the wrong one",
-                            seen.hash
-                        )),
-                    );
-                }
-                Some(_) => {}
-                None => {
-                    let via = if direct {
-                        "imported directly".to_owned()
-                    } else {
-                        format!("through `{here}`")
-                    };
-                    deps.insert(key, (d.clone(), via));
-                }
-            }
+        let here = format!("{}@{version}", decl.name);
+        let brought = artifact.dependencies.iter().map(|d| (d, false));
+        for (d, direct) in brought.chain([(&own, true)]) {
+            record(
+                &mut deps,
+                d,
+                direct,
+                &here,
+                decl.name_span,
+                lock,
+                &mut out.diagnostics,
+            );
         }
         out.imported.push(ImportedPack {
             span: decl.name_span,
@@ -400,6 +353,76 @@ pub fn resolve(
     }
     out.dependencies = deps.into_values().map(|(d, _)| d).collect();
     out
+}
+
+/// Every dependency, with how it was first brought in (`imported directly`,
+/// `through \`scope/name@version\``), by `(name, version)`.
+type Dependencies = BTreeMap<(String, String), (Dependency, String)>;
+
+/// Records `d`, brought in by the import of `here` (`direct`ly: `d` is that pack;
+/// otherwise a pack it was built against): E0703 at `at` when the copy it carries is
+/// not the one the lock records, or not the one another import brought in.
+fn record(
+    deps: &mut Dependencies,
+    d: &Dependency,
+    direct: bool,
+    here: &str,
+    at: Span,
+    lock: Option<&Lockfile>,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let what = format!("{}@{}", d.name, d.version);
+    // A pack this import was built against: the copy flattened into it must be the
+    // locked one. (The import's own copy was checked against the lock on load.)
+    if let Some(locked) = lock.and_then(|l| l.hash_of(&d.name, &d.version)) {
+        if !direct && locked != d.hash {
+            diagnostics.push(
+                Diagnostic::new(
+                    "E0703",
+                    at,
+                    format!("`{here}` was built against `{what}` with a hash that `ctxpack.lock` does not record"),
+                )
+                .with_label("brings in a copy that differs from the lock")
+                .with_help(format!(
+                    "the lock records `{locked}` for `{what}`, `{here}` was built against `{}`; a published version must never change — investigate before updating the lock",
+                    d.hash
+                )),
+            );
+        }
+    }
+    let via = if direct {
+        "imported directly".to_owned()
+    } else {
+        format!("through `{here}`")
+    };
+    let key = (d.name.clone(), d.version.clone());
+    match deps.get(&key) {
+        // Two imports bring in two different contents under one version: one of them
+        // was built against a copy that was changed after publishing.
+        Some((seen, first_via)) if seen.hash != d.hash => {
+            let this_via = if direct {
+                "imported here"
+            } else {
+                via.as_str()
+            };
+            diagnostics.push(
+                Diagnostic::new(
+                    "E0703",
+                    at,
+                    format!("`{what}` is brought in twice with different contents"),
+                )
+                .with_label(format!("{this_via} with hash `{}`", d.hash))
+                .with_help(format!(
+                    "{first_via}, `{what}` has hash `{}`; a published version must never change — one of the two copies was changed after publishing: investigate, then rebuild the pack that was built against the wrong one",
+                    seen.hash
+                )),
+            );
+        }
+        Some(_) => {}
+        None => {
+            deps.insert(key, (d.clone(), via));
+        }
+    }
 }
 
 /// The registry is the usual source of imports. Every artifact is verified on load

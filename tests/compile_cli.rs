@@ -217,6 +217,49 @@ fn compile_exit_3_on_unreadable_or_unparseable_input() {
     }
 }
 
+/// JSON or YAML: by extension where there is one of theirs, else by content.
+#[test]
+fn inputs_are_json_or_yaml_by_extension_or_else_by_content() {
+    let f = Fixture::new();
+    let run: Value = serde_json::from_slice(&std::fs::read(f.path("run.json")).unwrap()).unwrap();
+    let yaml = block_yaml(&run);
+    let expected = f.compile(&[]);
+    assert_eq!(expected.status.code(), Some(0));
+    for name in ["run", "run.txt", "run.data"] {
+        write(f.dir.path(), name, &yaml);
+        let o = f.compile(&["--run", name]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(o.stdout, expected.stdout, "{name}");
+    }
+    // A `.json` file holding YAML is not JSON: exit 3, with JSON's error.
+    write(f.dir.path(), "yaml.json", &yaml);
+    let o = f.compile(&["--run", "yaml.json"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(json_error(&o)["kind"], "unparseable_input");
+    // Neither JSON nor YAML: JSON's error.
+    write(f.dir.path(), "bad", "{\"run_id\": [}");
+    let o = f.compile(&["--run", "bad"]);
+    assert_eq!(o.status.code(), Some(3));
+    let message = json_error(&o)["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("line 1 column"), "{message}");
+}
+
+/// A flat JSON object as block-style YAML (`key: value` lines, values as JSON,
+/// which YAML reads the same).
+fn block_yaml(object: &Value) -> String {
+    object
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\n"))
+        .collect()
+}
+
 #[test]
 fn compile_exit_4_on_invalid_input() {
     let f = Fixture::new();
@@ -287,6 +330,24 @@ fn compile_exit_4_on_invalid_input() {
     let o = f.compile(&["--pack", "library.json"]);
     assert_eq!(o.status.code(), Some(4));
     assert_eq!(json_error(&o)["kind"], "library_pack");
+
+    // A source with errors is an invalid pack, its diagnostics in the object.
+    write(
+        f.dir.path(),
+        "broken.ctxpack",
+        "pack \"a/b\" version \"1.0.0\"\nprompt system \"x\"\n",
+    );
+    let o = f.compile(&["--pack", "broken.ctxpack"]);
+    assert_eq!(o.status.code(), Some(4));
+    let e = json_error(&o);
+    assert_eq!(e["kind"], "invalid_pack");
+    let codes: Vec<&str> = e["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["E0103", "E0103"], "{e}");
 }
 
 #[test]

@@ -164,7 +164,15 @@ fn outcome(args: &CompileArgs) -> Result<(String, Option<CliError>), CliError> {
         ));
     }
     let registry = Registry::for_pack(args.registry.as_deref(), Path::new(&args.pack));
-    let artifact = load_pack(&args.pack, &registry)?;
+    let artifact = load_pack(&args.pack, &registry).map_err(|mut e| {
+        // A source with errors is an invalid `--pack` here (exit 4), as in `test`:
+        // exit 1 is for the commands whose job is to find them.
+        if e.kind == "check_failed" {
+            e.kind = "invalid_pack";
+            e.exit_code = super::exit::INVALID;
+        }
+        e
+    })?;
     let run = read_document(&args.run)?;
     let request = read_document(&args.request)?;
     let evidence = args
@@ -278,15 +286,17 @@ pub(crate) fn parse_document(path: &Path, bytes: &[u8]) -> Result<Value, CliErro
             .map(|v| v.0)
             .map_err(|e| e.to_string())
     };
-    let (parsed, from_yaml) = match path.extension().and_then(|e| e.to_str()) {
+    let extension = path.extension().and_then(|e| e.to_str());
+    let (parsed, from_yaml) = match extension {
         Some("yaml" | "yml") => (yaml(), true),
         _ => match serde_json::from_slice::<Document>(bytes) {
             Ok(v) => (Ok(v.0), false),
             Err(e) if out_of_range(&e) => {
                 return Err(json_number_out_of_range(&path.display().to_string(), &e))
             }
-            // Standard input is JSON, or else YAML.
-            Err(e) if crate::source::is_stdin(path) => (yaml().map_err(|_| e.to_string()), true),
+            // A `.json` file is JSON. Anything else (standard input, a file named
+            // `run`, `run.txt`) is JSON, or else YAML; the error is JSON's.
+            Err(e) if extension != Some("json") => (yaml().map_err(|_| e.to_string()), true),
             Err(e) => (Err(e.to_string()), false),
         },
     };

@@ -21,7 +21,7 @@ use crate::testing::{self, Options, Results};
 const EXPECTATIONS_HELP: &str = "\
 A test file:
   pack: support.ctxpack            # relative to this file: a .ctxpack source or a .json artifact
-  defaults: { run: {...}, request: {...}, evidence: [...] | FILE, memory: [...] | FILE }
+  defaults: { run: {...}, request: {...}, evidence: [...] | FILE, memory: [...] | FILE, expect: {...} }
   cases:
     - name: minors are refused on the phone
       request: { channel: voice, context: { user: { age: 16 } } }   # merged over defaults

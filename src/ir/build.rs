@@ -12,7 +12,7 @@ use super::*;
 use crate::artifact::{valid_pack_name, Artifact, Effect};
 use crate::diagnostic::Diagnostic;
 use crate::imports::ImportedPack;
-use crate::syntax::ast::{self, BrokenKind, EffectKind, ItemKind, Role};
+use crate::syntax::ast::{self, BrokenKind, Declares, EffectKind, ItemKind, Role};
 
 /// Builds the IR of one parsed file with its resolved imports merged in.
 /// Diagnostics come back unsorted.
@@ -580,6 +580,8 @@ impl<'a> Builder<'a> {
                 self.body(item, &mut seen, &mut out);
             }
             let to = Marks::of(&self.pack, &out.refs);
+            // Not the items checked against the others of their kind in file order
+            // (singletons, fallbacks), broken ones included.
             let reusable = !matches!(
                 &item.kind,
                 ItemKind::Import(_)
@@ -587,7 +589,8 @@ impl<'a> Builder<'a> {
                     | ItemKind::Prompt(_)
                     | ItemKind::Budget(_)
                     | ItemKind::Session(_)
-            ) && !matches!(&item.kind, ItemKind::Intent(i) if i.fallback.is_some());
+            ) && !matches!(&item.kind, ItemKind::Intent(i) if i.fallback.is_some())
+                && !matches!(&item.kind, ItemKind::Broken(b) if b.declares.is_some() || b.fallback);
             let own = out.diags.get(diags..).unwrap_or_default();
             self.pack
                 .bodies
@@ -645,16 +648,9 @@ impl<'a> Builder<'a> {
                 let block = block(&self.pack, item, bl, out);
                 self.pack.blocks.push(block);
             }
-            // A broken intent's head still says whether it is the fallback.
-            ItemKind::Broken(b) if b.fallback && !self.pack.library => {
-                if let Some(name) = b
-                    .name
-                    .as_ref()
-                    .filter(|n| self.is_first(SymbolKind::Intent, n))
-                {
-                    second_fallback(name, seen, out);
-                }
-            }
+            // A broken item's keyword still says what it is: a second singleton is
+            // E0105, and an item a library may not hold E0107, as if it had parsed.
+            ItemKind::Broken(b) if b.declares.is_some() => self.broken_declares(item, b, seen, out),
             ItemKind::Intent(_)
             | ItemKind::Redactor(_)
             | ItemKind::Policy(_)
@@ -662,6 +658,59 @@ impl<'a> Builder<'a> {
             | ItemKind::Context(_)
             | ItemKind::Broken(_) => {}
         }
+    }
+
+    /// What a broken item declares (see [`ast::Declares`]), checked in its place.
+    fn broken_declares(
+        &mut self,
+        item: &ast::Item,
+        b: &ast::Broken,
+        seen: &mut Seen,
+        out: &mut BodyOut,
+    ) {
+        let Some(declares) = b.declares else {
+            return;
+        };
+        let (slot, what) = match declares {
+            Declares::Description => (&mut seen.description, "`description`"),
+            Declares::Prompt(role) => {
+                if self.library_forbids(item, "a prompt") {
+                    return;
+                }
+                match role {
+                    Some(Role::System) => (&mut seen.system, "`prompt system`"),
+                    Some(Role::Developer) => (&mut seen.developer, "`prompt developer`"),
+                    None => return,
+                }
+            }
+            Declares::Budget => {
+                if self.library_forbids(item, "a budget") {
+                    return;
+                }
+                (&mut seen.budget, "`budget`")
+            }
+            Declares::Session => {
+                if self.library_forbids(item, "`session directives`") {
+                    return;
+                }
+                (&mut seen.session, "`session directives`")
+            }
+            Declares::Intent => {
+                if self.library_forbids(item, "an intent") {
+                    return;
+                }
+                // Its head still says whether it is the fallback.
+                if let Some(name) = b
+                    .name
+                    .as_ref()
+                    .filter(|n| b.fallback && self.is_first(SymbolKind::Intent, n))
+                {
+                    second_fallback(name, seen, out);
+                }
+                return;
+            }
+        };
+        self.singleton(slot, item.keyword, what);
     }
 
     /// E0701 and E0104 for an import; the import itself.

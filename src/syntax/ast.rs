@@ -119,9 +119,24 @@ pub enum BrokenKind {
     Other,
 }
 
+/// What a broken item is, when its keyword is spelt out (not misspelt): enough for
+/// the checks that need no body, E0105 (a singleton declared twice) and E0107 (an
+/// item a library may not hold).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Declares {
+    Description,
+    /// `prompt system`, `prompt developer`, or a `prompt` whose role did not parse.
+    Prompt(Option<Role>),
+    Budget,
+    Intent,
+    Session,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Broken {
     pub kind: BrokenKind,
+    /// A singleton or an application-only item, by its keyword.
+    pub declares: Option<Declares>,
     pub name: Option<Ident>,
     /// A broken `context` block's field declarations that parsed, each on its own:
     /// they stay declared and typed, so one bad line does not hide the checks of the

@@ -836,9 +836,26 @@ impl<'s> Driver<'s> {
                     .next()
                     .is_none_or(|c| c.is_whitespace() || c == '{' || c == '"' || c == '/')
             });
+        let declares = match &self.source[pos..keyword_end] {
+            "description" => Some(Declares::Description),
+            "budget" => Some(Declares::Budget),
+            "intent" => Some(Declares::Intent),
+            "session" => Some(Declares::Session),
+            "prompt" => {
+                let rest = self.source[keyword_end..].trim_start_matches([' ', '\t']);
+                let role = match &rest[..token_end(rest, 0)] {
+                    "system" => Some(Role::System),
+                    "developer" => Some(Role::Developer),
+                    _ => None,
+                };
+                Some(Declares::Prompt(role))
+            }
+            _ => None,
+        };
         Some(Item {
             kind: ItemKind::Broken(Broken {
                 kind,
+                declares,
                 name,
                 fields: Vec::new(),
                 fallback,

@@ -25,7 +25,7 @@ pub mod spec;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::artifact::{verify_bytes, Artifact};
 use crate::commands::compile::{parse_document, read_document, CliError};
@@ -447,23 +447,26 @@ fn over_default(base: &Value, over: &Value) -> Value {
 /// `context: { user: { age: null } }` no age: the key is left out, not sent as null).
 fn merge(base: &Value, over: &Value) -> Value {
     match (base, over) {
-        (Value::Object(b), Value::Object(o)) => {
-            let mut out = b.clone();
-            for (k, v) in o {
-                if v.is_null() {
-                    out.remove(k);
-                    continue;
-                }
-                let merged = match b.get(k) {
-                    Some(bv) => merge(bv, v),
-                    None => v.clone(),
-                };
-                out.insert(k.clone(), merged);
-            }
-            Value::Object(out)
-        }
+        (Value::Object(b), Value::Object(o)) => Value::Object(merge_maps(b, o)),
         _ => over.clone(),
     }
+}
+
+/// [`merge`] of two objects.
+fn merge_maps(base: &Map<String, Value>, over: &Map<String, Value>) -> Map<String, Value> {
+    let mut out = base.clone();
+    for (k, v) in over {
+        if v.is_null() {
+            out.remove(k);
+            continue;
+        }
+        let merged = match base.get(k) {
+            Some(bv) => merge(bv, v),
+            None => v.clone(),
+        };
+        out.insert(k.clone(), merged);
+    }
+    out
 }
 
 fn load_artifact(path: &Path, load_source: SourceLoader) -> Result<Artifact, CliError> {

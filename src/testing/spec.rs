@@ -125,6 +125,7 @@ pub const EXPECTATIONS: &[(&str, &str)] = &[
 
 const TOP_KEYS: &[&str] = &["pack", "defaults", "cases"];
 const INPUT_KEYS: &[&str] = &["run", "request", "evidence", "memory"];
+const DEFAULT_KEYS: &[&str] = &["run", "request", "evidence", "memory", "expect"];
 const CASE_KEYS: &[&str] = &["name", "run", "request", "evidence", "memory", "expect"];
 
 /// Why a file cannot be run at all.
@@ -212,21 +213,34 @@ pub fn parse(doc: &Value, lines: &Lines) -> Result<TestFile, FileProblem> {
             ))
         }
     };
+    let mut default_expect = None;
     let defaults = match top.get("defaults") {
         None | Some(Value::Null) => Inputs::default(),
         Some(Value::Object(map)) => {
             let mut problems = Vec::new();
             let inputs = read_inputs(map, "defaults", lines, &mut problems);
-            for key in map.keys().filter(|k| !INPUT_KEYS.contains(&k.as_str())) {
+            for key in map.keys().filter(|k| !DEFAULT_KEYS.contains(&k.as_str())) {
                 problems.push(at(
                     lines.get(&format!("defaults/{key}")),
                     format!(
                         "unknown key `{key}` in `defaults` (expected {}){}",
-                        listing(INPUT_KEYS),
-                        did_you_mean(key, INPUT_KEYS)
+                        listing(DEFAULT_KEYS),
+                        did_you_mean(key, DEFAULT_KEYS)
                     ),
                 ));
             }
+            match map.get("expect") {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(expect)) => {
+                    parse_expect(expect, "defaults/expect", lines, &mut problems);
+                    default_expect = Some(expect);
+                }
+                Some(other) => problems.push(at(
+                    lines.get("defaults/expect"),
+                    format!("`expect` must be a mapping, found {}", kind_of(other)),
+                )),
+            }
+            problems.sort_by_key(|p| line_of(p));
             if let Some(first) = problems.into_iter().next() {
                 return Err(FileProblem { message: first });
             }
@@ -236,7 +250,7 @@ pub fn parse(doc: &Value, lines: &Lines) -> Result<TestFile, FileProblem> {
             return Err(problem(
                 lines.get("defaults"),
                 format!(
-                    "`defaults` must be a mapping of `run`, `request`, `evidence` and `memory`, found {}",
+                    "`defaults` must be a mapping of `run`, `request`, `evidence`, `memory` and `expect`, found {}",
                     kind_of(other)
                 ),
             ))
@@ -246,7 +260,7 @@ pub fn parse(doc: &Value, lines: &Lines) -> Result<TestFile, FileProblem> {
         Some(Value::Array(items)) => items
             .iter()
             .enumerate()
-            .map(|(i, item)| parse_case(i, item, lines))
+            .map(|(i, item)| parse_case(i, item, default_expect, lines))
             .collect(),
         Some(other) => {
             return Err(problem(
@@ -308,7 +322,14 @@ fn read_inputs(
     inputs
 }
 
-fn parse_case(index: usize, item: &Value, lines: &Lines) -> CaseSpec {
+/// One case; `default_expect` is the `expect` of `defaults`, which the case's own
+/// merges over (objects merge, lists and scalars replace, `null` unsets).
+fn parse_case(
+    index: usize,
+    item: &Value,
+    default_expect: Option<&Map<String, Value>>,
+    lines: &Lines,
+) -> CaseSpec {
     let path = format!("cases/{index}");
     let line = lines.get(&path);
     let mut case = CaseSpec {
@@ -349,12 +370,23 @@ fn parse_case(index: usize, item: &Value, lines: &Lines) -> CaseSpec {
         ));
     }
     case.inputs = read_inputs(map, &path, lines, &mut case.problems);
-    match map.get("expect") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(expect)) => {
+    match (map.get("expect"), default_expect) {
+        (None | Some(Value::Null), None) => {}
+        (None | Some(Value::Null), Some(defaults)) => {
+            case.expect = parse_expect(defaults, "defaults/expect", lines, &mut case.problems)
+        }
+        (Some(Value::Object(expect)), defaults) => {
+            let merged;
+            let expect = match defaults {
+                Some(defaults) => {
+                    merged = super::merge_maps(defaults, expect);
+                    &merged
+                }
+                None => expect,
+            };
             case.expect = parse_expect(expect, &format!("{path}/expect"), lines, &mut case.problems)
         }
-        Some(other) => case.problems.push(at(
+        (Some(other), _) => case.problems.push(at(
             lines.get(&format!("{path}/expect")),
             format!("`expect` must be a mapping, found {}", kind_of(other)),
         )),
@@ -535,6 +567,42 @@ mod tests {
         );
         assert!(f.cases[2].problems.is_empty());
         assert_eq!(f.cases[2].expect.must_refuse, Some(true));
+    }
+
+    #[test]
+    fn expectations_in_defaults_merge_under_each_case() {
+        let f = read(
+            "pack: p.json\ndefaults:\n  expect: { must_refuse: false, tools: [a], dropped: { evidence: [e1] } }\ncases:\n  - name: plain\n  - name: over\n    expect: { tools: [b], dropped: { memory: [m1] } }\n  - name: unset\n    expect: { must_refuse: null, error: invalid_input, tools: null, dropped: null }\n",
+        )
+        .unwrap();
+        let [plain, over, unset] = &f.cases[..] else {
+            panic!("{:?}", f.cases)
+        };
+        assert!(plain.problems.is_empty() && over.problems.is_empty() && unset.problems.is_empty());
+        assert_eq!(plain.expect.must_refuse, Some(false));
+        assert_eq!(plain.expect.tools, Some(vec!["a".to_owned()]));
+        assert_eq!(over.expect.must_refuse, Some(false));
+        assert_eq!(over.expect.tools, Some(vec!["b".to_owned()]));
+        let dropped = over.expect.dropped.as_ref().unwrap();
+        assert_eq!(dropped.keys().collect::<Vec<_>>(), ["evidence", "memory"]);
+        assert_eq!(
+            unset.expect,
+            Expect {
+                error: Some("invalid_input".into()),
+                ..Expect::default()
+            }
+        );
+        // A bad expectation in `defaults` fails the file, at its line.
+        let e = read("pack: p.json\ndefaults:\n  expect:\n    tols: []\ncases: []\n").unwrap_err();
+        assert_eq!(
+            e.message,
+            "line 4: unknown expectation `tols`; did you mean `tools`? (see `ctxpack test --help`)"
+        );
+        let e = read("pack: p.json\ndefaults: { expect: [] }\ncases: []\n").unwrap_err();
+        assert_eq!(
+            e.message,
+            "line 2: `expect` must be a mapping, found a list"
+        );
     }
 
     #[test]
