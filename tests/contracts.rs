@@ -639,7 +639,7 @@ fn compile_takes_a_pack_source() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let env: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(env["pack"]["name"], "conformance/shop");
-    // A source with errors: exit 1, its diagnostics.
+    // A source with errors: an invalid pack (exit 4), its diagnostics.
     write(d, "broken.ctxpack", BROKEN);
     let o = run(
         d,
@@ -654,7 +654,8 @@ fn compile_takes_a_pack_source() {
             "request.json",
         ],
     );
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(4));
+    assert_eq!(json_error(&o)["kind"], "invalid_pack");
     assert_eq!(json_error(&o)["diagnostics"][0]["code"], "E0102");
 }
 

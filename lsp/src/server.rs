@@ -339,7 +339,13 @@ impl Inner {
                 }
                 // Without a readable pack, what the runner itself refuses.
                 None => {
-                    Err(guard(|| ctxpack::testing::lint::lint(&yaml, None)).unwrap_or_default())
+                    let lint = ctxpack::testing::lint::lint;
+                    let mut problems = guard(|| lint(&yaml, None)).unwrap_or_default();
+                    if let Some(missing) = pack_path.as_ref().filter(|p| !p.exists()) {
+                        problems.push(ctxpack::testing::lint::missing_pack(&yaml, missing));
+                        problems.sort_by_key(|p| p.line);
+                    }
+                    Err(problems)
                 }
             }
         })
@@ -395,6 +401,10 @@ impl Inner {
     /// running analysis gets to it. Every query answers for the text the client has
     /// sent, so a client that edits and then asks gets an answer about its edit.
     async fn current(&self, uri: &Uri) -> Option<Arc<Analysis>> {
+        // A test file has diagnostics only: it is not a pack to query.
+        if is_tests_file(uri) {
+            return None;
+        }
         loop {
             let notified = self.analyzed.notified();
             {
@@ -617,6 +627,12 @@ enum Settle {
 /// A `*.tests.yaml` document: linted against its pack, not checked as a pack.
 fn is_tests_file(uri: &Uri) -> bool {
     uri.path().as_str().ends_with(".tests.yaml")
+}
+
+/// A document to check as a pack: a `.ctxpack` file, or one the client says is
+/// `ctxpack` (an unsaved one), or one it names no language for.
+fn is_pack(uri: &Uri, language_id: &str) -> bool {
+    uri.path().as_str().ends_with(".ctxpack") || language_id == "ctxpack" || language_id.is_empty()
 }
 
 /// Drops an analysis off the message loop.
@@ -938,6 +954,11 @@ impl LanguageServer for Backend {
 
     async fn did_open(&self, params: DidOpenTextDocumentParams) {
         let doc = params.text_document;
+        // A client with a broad document selector may open anything: only packs and
+        // test files are checked (a README would be all syntax errors).
+        if !is_tests_file(&doc.uri) && !is_pack(&doc.uri, &doc.language_id) {
+            return;
+        }
         let mut docs = self.inner.documents.lock().await;
         let entry = docs.entry(doc.uri.clone()).or_insert_with(|| Doc {
             buffer: Buffer::new(String::new()),

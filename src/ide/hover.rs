@@ -67,11 +67,15 @@ pub(super) fn hover(a: &Analysis, offset: usize) -> Option<Hover> {
         }
     }
 
-    // The pages of the diagnostics under the cursor.
+    // The pages of the diagnostics under the cursor, each code's once.
+    let mut shown: Vec<&str> = Vec::new();
     for d in a.diagnostics().iter().filter(|d| d.span.contains(offset)) {
         if let Some(info) = crate::codes::lookup(d.code) {
-            sections.push(info.markdown());
             span.get_or_insert(d.span);
+            if !shown.contains(&d.code) {
+                shown.push(d.code);
+                sections.push(info.markdown());
+            }
         }
     }
     if sections.is_empty() {

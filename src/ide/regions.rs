@@ -35,11 +35,12 @@ impl Analysis {
                 });
             }
         };
+        let text = self.text();
+        // An item's span may run on over the blank lines and comments after it.
         for item in &self.checked().ast.items {
-            region(item.span, &mut out);
+            region(super::symbols::trim_trivia(text, item.span), &mut out);
         }
         // Triple-quoted strings: `"""` to `"""`.
-        let text = self.text();
         let mut at = 0;
         while let Some(open) = text[at..].find("\"\"\"").map(|i| at + i) {
             let Some(close) = text[open + 3..].find("\"\"\"").map(|i| open + 3 + i) else {
@@ -110,6 +111,16 @@ mod tests {
                 kind: FoldKind::Region
             }),
             "{folds:?}"
+        );
+        // A one-line item folds nothing, whatever blank lines and comments follow it.
+        let text = "pack \"a/b\" version \"1.0.0\"\n\nprohibit x\n\n\n\n// next\ntool x {\n  kind read\n}\n";
+        assert_eq!(
+            Analysis::new(text).folding_ranges(),
+            [Fold {
+                start_line: 7,
+                end_line: 9,
+                kind: FoldKind::Region
+            }]
         );
         // Unbalanced text folds what it can and does not panic.
         let _ = Analysis::new("tool t {\n\"\"\"\n").folding_ranges();

@@ -179,6 +179,13 @@ fn hover_shows_the_page_of_a_diagnostic() {
         fixes.iter().any(|f| f.edit.text == "lookup_order"),
         "{fixes:?}"
     );
+    // Three E0103 on the header (no system prompt, budget or intent): one page.
+    let src = "pack \"a/b\" version \"1.0.0\"\n";
+    let h = Analysis::new(src)
+        .hover(at(src, "pack", 0))
+        .map(|h| h.markdown)
+        .unwrap_or_default();
+    assert_eq!(h.matches("**E0103**").count(), 1, "{h}");
 }
 
 /// The fix for a misspelt path inside raw JSON replaces the path in its `"var"`

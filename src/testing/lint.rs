@@ -14,13 +14,23 @@ use crate::ir::{Pack, Ty};
 pub struct Problem {
     pub line: usize,
     /// What kind of problem, as the editor's diagnostics name it: `yaml_syntax`,
-    /// `invalid_test_file`, `invalid_case`, `unknown_intent`, `unknown_tool`,
-    /// `unknown_context_field` or `wrong_type`.
+    /// `invalid_test_file`, `invalid_case`, `pack_not_found`, `unknown_intent`,
+    /// `unknown_tool`, `unknown_context_field` or `wrong_type`.
     pub code: &'static str,
     pub message: String,
 }
 
 /// `line N: message` as the runner words it, split back into its parts.
+/// The problem of a test file whose `pack` names no file (`path`, resolved beside
+/// the test file): `ctxpack test` refuses it (exit 3). On the line of `pack`.
+pub fn missing_pack(text: &str, path: &std::path::Path) -> Problem {
+    Problem {
+        line: Lines::of(text).get("pack").unwrap_or(1),
+        code: "pack_not_found",
+        message: format!("pack `{}` not found", path.display()),
+    }
+}
+
 fn from_runner(code: &'static str, text: &str) -> Problem {
     let parsed = text.strip_prefix("line ").and_then(|rest| {
         let (n, message) = rest.split_once(": ")?;

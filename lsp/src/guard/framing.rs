@@ -27,9 +27,11 @@
 //! message instead of swallowing it, and lets a bogus huge length recover at the next
 //! real frame instead of swallowing the rest of the session.
 
+use std::sync::atomic::Ordering;
+
 use tower_lsp_server::ls_types::DidChangeTextDocumentParams;
 
-use super::message::{check, Checked, Rejection};
+use super::message::{check_in, Checked, Rejection};
 
 /// The largest header block accepted.
 pub const MAX_HEADER: usize = 8 * 1024;
@@ -150,7 +152,8 @@ impl Framer {
                         if !keep {
                             continue;
                         }
-                        return Some(match check(&body) {
+                        let shut_down = crate::server::SHUT_DOWN.load(Ordering::SeqCst);
+                        return Some(match check_in(&body, shut_down) {
                             Ok(Checked::Other) => Event::Message(body),
                             Ok(Checked::Change(params)) => Event::Change(body, params),
                             Err(rejection) => Event::Reject(rejection),

@@ -69,12 +69,29 @@ pub enum Checked {
 }
 
 /// Whether `body` is a message the server can take, and which; else what to answer.
+#[cfg(test)]
 pub fn check(body: &[u8]) -> Result<Checked, Rejection> {
+    check_in(body, false)
+}
+
+/// As [`check`]; once the server has answered `shutdown` (`shut_down`), every request
+/// is answered "invalid request", whatever its method (LSP 3.17, *shutdown*: the
+/// library does so for the methods it knows, and answers others "not found").
+pub fn check_in(body: &[u8], shut_down: bool) -> Result<Checked, Rejection> {
     let text = std::str::from_utf8(body)
         .map_err(|e| Rejection::parse_error(format_args!("the body is not UTF-8: {e}")))?;
     // Reading the whole value also checks the parts the typed reads below skip
     // (unknown fields), such as a lone surrogate in one of them.
     let value: Value = serde_json::from_str(text).map_err(Rejection::parse_error)?;
+    let request = value.get("method").is_some_and(Value::is_string)
+        && value.get("id").is_some_and(|id| !id.is_null());
+    if shut_down && request {
+        return Err(Rejection {
+            code: INVALID_REQUEST,
+            message: "Invalid Request: the server has been shut down".to_owned(),
+            id: reply_id(&value),
+        });
+    }
     if let Some(method) = dollar_request(&value) {
         // The library drops every `$/` method it does not know, requests included;
         // a request must be answered, and the protocol's answer is "not found".
@@ -196,6 +213,30 @@ mod tests {
             r#"{"jsonrpc":"2.0","method":"$/foo"}"#,
         ] {
             assert_eq!(code(ok), None, "{ok}");
+        }
+    }
+
+    #[test]
+    fn after_shutdown_every_request_is_invalid() {
+        for body in [
+            r#"{"jsonrpc":"2.0","id":3,"method":"foo/bar","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":"x","method":"$/foo"}"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"textDocument/hover","params":{}}"#,
+        ] {
+            let r = check_in(body.as_bytes(), true).unwrap_err();
+            assert_eq!(r.code, INVALID_REQUEST, "{body}");
+            assert_ne!(r.id, Value::Null, "{body}");
+        }
+        // Notifications (`exit`) and responses still pass.
+        for body in [
+            r#"{"jsonrpc":"2.0","method":"exit"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":null}"#,
+        ] {
+            assert_eq!(
+                check_in(body.as_bytes(), true),
+                Ok(Checked::Other),
+                "{body}"
+            );
         }
     }
 
