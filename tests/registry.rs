@@ -348,6 +348,47 @@ fn missing_packs_and_versions() {
     );
 }
 
+/// Version files without an index (a registry assembled by hand) are listed from the
+/// files, as they can be loaded; one that does not verify is reported, not skipped.
+#[test]
+fn versions_without_an_index_are_read_from_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Registry::open(dir.path());
+    std::fs::create_dir_all(dir.path().join("acme/hand")).unwrap();
+    for version in ["1.10.0", "1.2.0"] {
+        std::fs::write(
+            dir.path().join(format!("acme/hand/{version}.json")),
+            artifact("acme/hand", version).canonical_bytes(),
+        )
+        .unwrap();
+    }
+    assert_eq!(versions(&registry, "acme/hand"), ["1.2.0", "1.10.0"]);
+    let listed = registry.versions(&name("acme/hand")).unwrap();
+    assert_eq!(
+        listed[0].1,
+        artifact("acme/hand", "1.2.0").seal().1,
+        "{listed:?}"
+    );
+    let o = ctxpack()
+        .args(["versions", "acme/hand", "--registry"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("1.10.0"), "{}", text(&o.stdout));
+    // A file edited in place: refused, as a load refuses it.
+    let edited = String::from_utf8(artifact("acme/hand", "1.2.0").canonical_bytes())
+        .unwrap()
+        .replace("Fetch an order.", "Fetch any order.");
+    std::fs::write(dir.path().join("acme/hand/1.2.0.json"), edited).unwrap();
+    assert!(registry.versions(&name("acme/hand")).is_err());
+    // No files at all: not found.
+    assert!(matches!(
+        registry.versions(&name("acme/none")),
+        Err(RegistryError::NotFound { .. })
+    ));
+}
+
 #[test]
 fn the_index_heals_on_the_next_publish() {
     let dir = tempfile::tempdir().unwrap();

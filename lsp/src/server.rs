@@ -49,6 +49,9 @@ pub struct Backend {
 struct Inner {
     client: Client,
     encoding: OnceLock<Encoding>,
+    /// The client lists hover formats and Markdown is not among them: hovers are
+    /// sent as plain text (the same text, which reads as such).
+    plain_hover: OnceLock<bool>,
     workspace: RwLock<Workspace>,
     documents: Mutex<HashMap<Uri, Doc>>,
     /// Wakes the queries waiting for an analysis, each time one is stored.
@@ -96,6 +99,7 @@ impl Backend {
             inner: Arc::new(Inner {
                 client,
                 encoding: OnceLock::new(),
+                plain_hover: OnceLock::new(),
                 workspace: RwLock::new(Workspace {
                     registry,
                     ..Workspace::default()
@@ -882,6 +886,15 @@ impl LanguageServer for Backend {
             Encoding::Utf16
         };
         let _ = inner.encoding.set(encoding);
+        let hover_formats = params
+            .capabilities
+            .text_document
+            .as_ref()
+            .and_then(|t| t.hover.as_ref())
+            .and_then(|h| h.content_format.as_ref());
+        let _ = inner.plain_hover.set(
+            hover_formats.is_some_and(|f| !f.is_empty() && !f.contains(&MarkupKind::Markdown)),
+        );
         #[expect(deprecated, reason = "clients that send only `rootUri` still exist")]
         let root = params.root_uri.clone();
         let mut folders: Vec<PathBuf> = params
@@ -1082,7 +1095,11 @@ impl LanguageServer for Backend {
             .flatten()
             .map(|h| Hover {
                 contents: HoverContents::Markup(MarkupContent {
-                    kind: MarkupKind::Markdown,
+                    kind: if self.inner.plain_hover.get() == Some(&true) {
+                        MarkupKind::PlainText
+                    } else {
+                        MarkupKind::Markdown
+                    },
                     value: h.markdown,
                 }),
                 range: Some(t.range(h.span)),

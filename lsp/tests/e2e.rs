@@ -1067,6 +1067,37 @@ fn headers_the_library_refuses_do_not_stop_the_server() {
     still_serving(c, 6);
 }
 
+/// A client that lists its hover formats without Markdown gets plain text; one that
+/// lists none, or Markdown, gets Markdown.
+#[test]
+fn hover_follows_the_formats_the_client_lists() {
+    for (formats, kind) in [
+        (json!(["plaintext"]), "plaintext"),
+        (json!(["markdown", "plaintext"]), "markdown"),
+        (json!(null), "markdown"),
+    ] {
+        let mut c = Client::start(&[]);
+        c.request(
+            "initialize",
+            json!({ "processId": null, "rootUri": null,
+                    "capabilities": { "textDocument": { "hover": { "contentFormat": formats } } } }),
+        );
+        c.notify("initialized", json!({}));
+        c.open(CLEAN, 1);
+        let (line, col, _) = position(CLEAN, "lookup_order", 1);
+        let hover = c.at("textDocument/hover", line, col + 2, json!({}));
+        assert_eq!(hover["contents"]["kind"], kind, "{formats}: {hover:#}");
+        assert!(
+            hover["contents"]["value"]
+                .as_str()
+                .unwrap_or("")
+                .contains("lookup_order"),
+            "{hover:#}"
+        );
+        c.shutdown();
+    }
+}
+
 /// After `shutdown`, every request is answered "invalid request", whatever its
 /// method; `exit` then ends the process with 0.
 #[test]

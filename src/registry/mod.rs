@@ -534,9 +534,26 @@ impl Registry {
         if let Some(loc) = self.remote()? {
             return remote::versions(self, loc, name);
         }
-        let index = self
-            .read_index(name)?
-            .ok_or_else(|| self.not_found(name.to_string()))?;
+        let Some(index) = self.read_index(name)? else {
+            // Version files without an index (a registry assembled by hand, a first
+            // publish that stopped before its index): they are what can be loaded,
+            // so they are what is listed, each verified for its hash.
+            let stored = self.stored_versions(name)?;
+            if stored.is_empty() {
+                return Err(self.not_found(name.to_string()));
+            }
+            return stored
+                .into_iter()
+                .map(|version| {
+                    let pack = PackRef {
+                        name: name.clone(),
+                        version: version.clone(),
+                    };
+                    let hash = self.load(&pack)?.hash.unwrap_or_default();
+                    Ok((version, hash))
+                })
+                .collect();
+        };
         let path = self.pack_dir(name).join(INDEX_FILE);
         let mut versions = Vec::with_capacity(index.versions.len());
         for entry in index.versions {
