@@ -689,9 +689,11 @@ impl<'s> Driver<'s> {
             return None;
         }
         let word = &self.source[at..token_end(self.source, at)];
+        // Keywords only: any one-letter word is one edit from `>` or `)`.
         let keywords = names
             .iter()
-            .filter_map(|n| n.strip_prefix('`')?.strip_suffix('`'));
+            .filter_map(|n| n.strip_prefix('`')?.strip_suffix('`'))
+            .filter(|k| k.starts_with(|c: char| c.is_ascii_alphabetic()));
         crate::diagnostic::nearest(word, keywords)
             .is_none()
             .then_some(end)
