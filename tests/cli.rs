@@ -442,14 +442,7 @@ fn imports_resolve_lock_and_report_e070x() {
         .arg(d.join("app.json"))
         .assert()
         .code(1);
-    ctxpack()
-        .args(["build", "--registry"])
-        .arg(&reg)
-        .arg(&app_path)
-        .arg("-o")
-        .arg(d.join("app.json"))
-        .assert()
-        .code(0);
+    build_with(&reg, &app_path, &d.join("app.json")).code(0);
     let lock = std::fs::read_to_string(d.join("app/ctxpack.lock")).unwrap();
     assert!(lock.contains("acme/base") && lock.contains("blake3:"));
     ctxpack()
@@ -528,15 +521,19 @@ fn publish_source(d: &Path, reg: &Path, src: &str, name: &str, version: &str) {
     let p = write(d, "tmp.ctxpack", src);
     let out = reg.join(name).join(format!("{version}.json"));
     std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    build_with(reg, &p, &out).code(0);
+    std::fs::remove_file(d.join("ctxpack.lock")).ok();
+}
+
+/// `ctxpack build --registry REG SRC -o OUT`.
+fn build_with(reg: &Path, src: &Path, out: &Path) -> assert_cmd::assert::Assert {
     ctxpack()
         .args(["build", "--registry"])
         .arg(reg)
-        .arg(&p)
+        .arg(src)
         .arg("-o")
-        .arg(&out)
+        .arg(out)
         .assert()
-        .code(0);
-    std::fs::remove_file(d.join("ctxpack.lock")).ok();
 }
 
 /// The code and line of each diagnostic of a `check --format json` run.
@@ -704,14 +701,7 @@ fn imports_built_against_another_copy() {
     // The lock records acme/a, which b brings in; b's copy is not the locked one.
     std::fs::remove_file(app_dir.join("ctxpack.lock")).ok();
     let src = write(&app_dir, "x.ctxpack", &format!("{header}{b}"));
-    ctxpack()
-        .args(["build", "--registry"])
-        .arg(&reg)
-        .arg(&src)
-        .arg("-o")
-        .arg(d.join("x.json"))
-        .assert()
-        .code(0);
+    build_with(&reg, &src, &d.join("x.json")).code(0);
     let lock_path = app_dir.join("ctxpack.lock");
     let lock = std::fs::read_to_string(&lock_path).unwrap();
     assert!(
@@ -732,14 +722,7 @@ fn imports_built_against_another_copy() {
         "{out}"
     );
     // A build refuses it and leaves the lock as it was.
-    ctxpack()
-        .args(["build", "--registry"])
-        .arg(&reg)
-        .arg(&src)
-        .arg("-o")
-        .arg(d.join("x.json"))
-        .assert()
-        .code(1);
+    build_with(&reg, &src, &d.join("x.json")).code(1);
     assert_eq!(
         serde_json::from_slice::<Value>(&std::fs::read(&lock_path).unwrap()).unwrap(),
         locked

@@ -492,8 +492,8 @@ fn verify_refuses_names_and_versions_build_never_writes() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     for (name, version, says) in [
         ("acme/x", "1.4", "version `1.4` is not a semantic version"),
-        ("acme/../x", "1.0.0", "name `acme/../x` is not `scope/name`"),
-        ("acme", "1.0.0", "name `acme` is not `scope/name`"),
+        ("acme/../x", "1.0.0", "malformed pack name `acme/../x`"),
+        ("acme", "1.0.0", "malformed pack name `acme`"),
     ] {
         let path = write_artifact(dir.path(), "bad.json", &artifact(name, version));
         let o = ctxpack()

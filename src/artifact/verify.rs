@@ -26,7 +26,7 @@ pub enum ArtifactError {
     Shape(String),
     /// A name or version `build` would never write: the pack could not be referred to
     /// (`scope/name@version`) as everything else refers to it.
-    #[error("artifact {0}")]
+    #[error("{0}")]
     Identity(String),
 }
 
@@ -104,26 +104,27 @@ pub fn verify_value(mut value: Value) -> Result<Artifact, ArtifactError> {
     }
     let mut artifact: Artifact =
         serde_json::from_value(value).map_err(|e| ArtifactError::Shape(e.to_string()))?;
-    check_identity(&artifact)?;
+    check_identity(&artifact).map_err(ArtifactError::Identity)?;
     artifact.hash = Some(recorded);
     Ok(artifact)
 }
 
 /// The name is `scope/name` and the version an exact semantic version, as `build`
-/// writes them (E0104 in a source).
-fn check_identity(artifact: &Artifact) -> Result<(), ArtifactError> {
+/// writes them (E0104 in a source); else why not. Every reader of artifacts holds
+/// them to it: loading ([`verify_value`]) and preparing one made by other means.
+pub fn check_identity(artifact: &Artifact) -> Result<(), String> {
     if !super::valid_pack_name(&artifact.name) {
-        return Err(ArtifactError::Identity(format!(
-            "name `{}` is not `scope/name` (each part `[a-z0-9][a-z0-9-]*`, at most 64 characters)",
+        return Err(format!(
+            "malformed pack name `{}`: expected `scope/name`, each part `[a-z0-9][a-z0-9-]*` of at most 64 characters",
             artifact.name
-        )));
+        ));
     }
     super::parse_version(&artifact.version)
         .map(drop)
         .map_err(|e| {
-            ArtifactError::Identity(format!(
+            format!(
                 "version `{}` is not a semantic version: {e}",
                 artifact.version
-            ))
+            )
         })
 }

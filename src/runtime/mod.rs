@@ -536,18 +536,7 @@ pub(crate) fn render_static(t: &crate::artifact::Template) -> String {
 /// redactors. Otherwise the manifests and provider bodies would list a
 /// name twice, or a tool the pack does not describe.
 fn check_names(artifact: &Artifact) -> Result<(), CompileError> {
-    if !crate::artifact::valid_pack_name(&artifact.name) {
-        return Err(CompileError::artifact(format!(
-            "malformed pack name `{}`",
-            artifact.name
-        )));
-    }
-    if crate::artifact::parse_version(&artifact.version).is_err() {
-        return Err(CompileError::artifact(format!(
-            "`{}` is not a semantic version",
-            artifact.version
-        )));
-    }
+    crate::artifact::check_identity(artifact).map_err(CompileError::artifact)?;
     fn unique<'a>(what: &str, names: impl Iterator<Item = &'a str>) -> Result<(), CompileError> {
         let mut seen = std::collections::HashSet::new();
         for name in names {
