@@ -1147,6 +1147,11 @@ impl LanguageServer for Backend {
             return Ok(None);
         };
         let t = self.inner.text(&a);
+        // A line the document does not have: the client's text is not the server's,
+        // and no edit range could contain the position.
+        if p.position.line as usize >= t.lines.line_count() {
+            return Ok(Some(CompletionResponse::Array(Vec::new())));
+        }
         let items = guard(|| a.completion(t.offset(p.position)))
             .unwrap_or_default()
             .into_iter()

@@ -1953,7 +1953,8 @@ fn settings_turn_hints_and_lenses_off_and_on() {
 
 /// In a `\r\n` document a position past the end of a line is that line's end as the
 /// client shows it, before the `\r`: text inserted there stays on the line, and the
-/// server's text stays the client's.
+/// server's text stays the client's. A completion at a line past the end of the
+/// document offers nothing.
 #[test]
 fn past_the_end_of_a_crlf_line_is_before_its_carriage_return() {
     let crlf = CLEAN.replace('\n', "\r\n");
@@ -1973,6 +1974,16 @@ fn past_the_end_of_a_crlf_line_is_before_its_carriage_return() {
         json!({ "textDocument": { "uri": URI }, "position": { "line": 0, "character": 10_000 } }),
     );
     assert!(hover.get("result").is_some(), "{hover}");
+    // Completion at a line the document does not have offers nothing (an edit range
+    // must contain the position); at the end of the last line it offers the items.
+    let lines = crlf.split("\r\n").count() as u32;
+    let past = c.at("textDocument/completion", lines + 3, 0, json!({}));
+    assert_eq!(past, json!([]));
+    let at_end = c.at("textDocument/completion", lines - 1, 0, json!({}));
+    assert!(
+        at_end.as_array().is_some_and(|items| !items.is_empty()),
+        "{at_end}"
+    );
     c.change_range(
         json!({ "start": { "line": 0, "character": 10_000 }, "end": { "line": 0, "character": 10_000 } }),
         " Z",
