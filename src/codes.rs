@@ -358,7 +358,10 @@ redactor email pattern "[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\\.[A-Za-z]{2,}""#,
         what: r#"A path in a condition or a `{{ }}` template names neither a declared
 context field (reached as `ctx.PATH`) nor a built-in field (`request.*`,
 `run.*`). The help suggests the nearest known path. No type errors are
-reported further up an expression whose path failed to resolve."#,
+reported further up an expression whose path failed to resolve. In raw
+JsonLogic, the same holds for a `var` path and for the keys of a `val`
+(`{"val": ["ctx", "user", "age"]}`): a `val` of one dotted string reads a
+single key named with its dots, which never exists."#,
         why: r#"At run time an unknown path reads as null, so a misspelt condition would
 quietly never fire (or always fire), and a template would render empty.
 Policies must not fail open because of a typo."#,

@@ -1960,3 +1960,32 @@ fn a_content_set_after_a_compile_is_compiled_anew() {
     assert_eq!(MemoryItem::new("m", "c").promoted, Some(true));
     assert_eq!(Turn::new(Role::User, "hi").content(), "hi");
 }
+
+/// The `val` paths the checker accepts read the field they name: the keys one by
+/// one, or that list as one argument; a dotted string is one key, always null (the
+/// checker refuses it, E0201).
+#[test]
+fn val_paths_read_the_keys_one_by_one() {
+    let fires = |when: Value, age: i64| {
+        let a = with_policy(policy(
+            "minors",
+            300,
+            true,
+            when,
+            vec![Effect::Refuse("x".into())],
+        ));
+        compile_with(a, |_, q, _, _| q["context"]["user"]["age"] = json!(age))
+            .map(|cc| cc.runtime_controls.must_refuse)
+            .ok()
+    };
+    for keys in [
+        json!(["ctx", "user", "age"]),
+        json!([["ctx", "user", "age"]]),
+    ] {
+        let when = json!({"<": [{"val": keys}, 18]});
+        assert_eq!(fires(when.clone(), 15), Some(true), "{when}");
+        assert_eq!(fires(when.clone(), 34), Some(false), "{when}");
+    }
+    let dotted = json!({"==": [{"val": "ctx.user.age"}, null]});
+    assert_eq!(fires(dotted, 15), Some(true));
+}

@@ -150,6 +150,12 @@ impl Checker<'_> {
     }
 
     fn unknown_path(&mut self, path: &str, span: Span) {
+        self.unknown_path_as(path, span, &|best| best.to_owned());
+    }
+
+    /// As [`Self::unknown_path`], where `span` holds the path written another way:
+    /// `replacement` writes a suggested path so.
+    fn unknown_path_as(&mut self, path: &str, span: Span, replacement: &dyn Fn(&str) -> String) {
         if let Some(field) = path.strip_prefix("ctx.") {
             if self.pack.unresolved_imports || self.pack.may_declare(field) {
                 return;
@@ -164,7 +170,8 @@ impl Checker<'_> {
                 "`session.*` paths exist in packs that declare `session directives` (an item of its own)",
             );
         } else if let Some(best) = nearest(path, candidates.iter().map(String::as_str)) {
-            d = d.with_suggestion(span, best);
+            d = d.with_suggestion(span, &replacement(best));
+            d.help = Some(format!("did you mean `{best}`?"));
         } else if !path.starts_with("ctx.")
             && !path.starts_with("request.")
             && !path.starts_with("run.")
@@ -595,7 +602,11 @@ impl Checker<'_> {
                     self.diags.push(d);
                     return;
                 }
-                if (op == "var" || op == "val") && !in_iteration {
+                if op == "val" && !in_iteration {
+                    self.val_path(args, at);
+                    return;
+                }
+                if op == "var" && !in_iteration {
                     let path = match args {
                         Value::String(s) => Some(s.as_str()),
                         Value::Array(a) => a.first().and_then(Value::as_str),
@@ -638,6 +649,72 @@ impl Checker<'_> {
 }
 
 impl Checker<'_> {
+    /// The path a `val` reads must exist (E0201), as a `var`'s must. The engine reads
+    /// `val`'s arguments as the path's keys, one by one (`{"val": ["ctx", "user",
+    /// "age"]}`, or that list as one argument), and a single string as one key: so
+    /// `{"val": "ctx.user.age"}` reads a top-level key named `ctx.user.age`, which
+    /// the data never has, and is always null. A path with a number (an index) or
+    /// a scope level (`[[1], ...]`) is not checked.
+    fn val_path(&mut self, args: &Value, at: &mut Locator<'_>) {
+        let (segments, one_string): (&[Value], bool) = match args {
+            Value::String(_) => (std::slice::from_ref(args), true),
+            Value::Array(items) => match items.as_slice() {
+                [Value::Array(inner)] => (inner, false),
+                _ => (items, false),
+            },
+            _ => return,
+        };
+        let Some(keys) = segments
+            .iter()
+            .map(Value::as_str)
+            .collect::<Option<Vec<&str>>>()
+            .filter(|keys| !keys.is_empty())
+        else {
+            return;
+        };
+        // From the first key's text to the last's, inside their quotes; a single
+        // string with its quotes, as a suggestion replaces it with a list.
+        let spans: Vec<Span> = keys.iter().map(|k| at.string(k)).collect();
+        let span = match (spans.first(), spans.last()) {
+            (Some(first), Some(last)) if *first != at.whole && first.start <= last.end => {
+                match one_string {
+                    true => Span::new(first.start.saturating_sub(1), last.end + 1),
+                    false => Span::new(first.start, last.end),
+                }
+            }
+            _ => at.whole,
+        };
+        let keys_of = move |path: &str| {
+            let listed = path.replace('.', "\", \"");
+            match one_string {
+                true => format!("[\"{listed}\"]"),
+                false => listed,
+            }
+        };
+        let path = keys.join(".");
+        if let Some(dotted) = keys.iter().find(|k| k.contains('.')) {
+            let mut d = Diagnostic::new(
+                "E0201",
+                span,
+                format!("unknown field path `{dotted}`: `val` reads it as one key, dots included"),
+            )
+            .with_label("no key has this name: the value is always null");
+            if resolve(self.pack, &path).is_some() && span != at.whole {
+                d = d.with_suggestion(span, &keys_of(&path));
+            }
+            let quoted: Vec<String> = path.split('.').map(|k| format!("\"{k}\"")).collect();
+            d.help = Some(format!(
+                "`val` takes a path's keys one by one: write `{{\"val\": [{}]}}`, or `{{\"var\": \"{path}\"}}`",
+                quoted.join(", ")
+            ));
+            self.diags.push(d);
+            return;
+        }
+        if resolve(self.pack, &path).is_none() {
+            self.unknown_path_as(&path, span, &keys_of);
+        }
+    }
+
     /// Raw JsonLogic that compares `request.intent` with strings (`==`, `===`, `!=`,
     /// `!==`, or `in` a list of strings): each string must name a declared intent, as
     /// in the expression syntax (E0102, at the `json { ... }` operand).

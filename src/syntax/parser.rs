@@ -412,6 +412,8 @@ impl<'s> Driver<'s> {
                     if let ItemKind::Broken(b) = &mut item.kind {
                         if b.kind == BrokenKind::Context {
                             self.salvage_fields(b, pos, end.min(self.source.len()), error_at);
+                        } else if end > error_at {
+                            self.salvage_body(b.kind, pos, end, error_at);
                         }
                     }
                     items.push(item);
@@ -517,6 +519,86 @@ impl<'s> Driver<'s> {
                 Some(nl) => i += nl + 1,
                 None => return,
             }
+        }
+    }
+
+    /// The later mistakes in the body of a broken item (from `pos` to `end`, its first
+    /// syntax error at `error_at`, in its body): each field that starts a line after
+    /// the error's line, at the top of the body, is parsed on its own, and one that
+    /// does not parse gets its own E0001 — a misspelt `risk` does not hide a misspelt
+    /// `approval` below it. A line that starts no field of the item is passed over
+    /// without a word: it may be what is left of the field the first error broke.
+    /// The item stays broken (the checks that need its body are skipped). An error in
+    /// the item's head (before its `{`) salvages nothing: the body was never reached.
+    fn salvage_body(&mut self, kind: BrokenKind, pos: usize, end: usize, error_at: usize) {
+        let fields = body_fields(kind);
+        if fields.is_empty() {
+            return;
+        }
+        let src = self.source.as_bytes();
+        let end = end.min(src.len());
+        let line_end = |at: usize| {
+            self.source[at.min(end)..end]
+                .find('\n')
+                .map_or(end, |nl| at.min(end) + nl)
+        };
+        // Fields are looked for from here on: after the line of the last error.
+        let mut from = line_end(error_at);
+        let mut depth = 0i64;
+        let mut i = pos;
+        while i < end {
+            if depth == 1 && i >= from && at_line_start(src, i) {
+                let field = fields
+                    .iter()
+                    .find(|(keyword, _)| starts_with_word(&self.source[i..], keyword));
+                if let Some(&(_, rule)) = field {
+                    match self.parse_rule(rule, i) {
+                        // Its braces, if any, are balanced: the depth is unchanged.
+                        Ok((_, field_end)) => {
+                            i = field_end;
+                            continue;
+                        }
+                        Err(at) => from = line_end(at.max(i)),
+                    }
+                }
+            }
+            let b = src[i];
+            match b {
+                b'"' => {
+                    i = skip_string(src, i);
+                    continue;
+                }
+                b'/' if src.get(i + 1) == Some(&b'/') => {
+                    while i < end && src[i] != b'\n' {
+                        i += 1;
+                    }
+                    continue;
+                }
+                b'{' => {
+                    depth += 1;
+                    if depth == 1 && i >= error_at {
+                        return;
+                    }
+                }
+                b'}' => {
+                    depth -= 1;
+                    if depth <= 0 {
+                        return;
+                    }
+                }
+                _ => {}
+            }
+            // Identifiers are skipped whole, so that a keyword is only seen at a word's
+            // start.
+            if b.is_ascii_lowercase() || b == b'_' {
+                while i < end
+                    && (src[i].is_ascii_lowercase() || src[i].is_ascii_digit() || src[i] == b'_')
+                {
+                    i += 1;
+                }
+                continue;
+            }
+            i += 1;
         }
     }
 
@@ -1970,6 +2052,42 @@ fn starts_with_word(text: &str, word: &str) -> bool {
 /// or, for a misspelt keyword (`budgt`, `intnet`, `tol`), the item it is one edit
 /// from, so that its name is declared and what it would hold is not reported
 /// missing (the one mistake is one E0001).
+/// The fields an item's body holds at its top level, by keyword, and the rule that
+/// reads each (see [`Driver::salvage_body`]); none for items without such a body.
+fn body_fields(kind: BrokenKind) -> &'static [(&'static str, Rule)] {
+    match kind {
+        BrokenKind::Tool => &[
+            ("description", Rule::description_field),
+            ("kind", Rule::kind_field),
+            ("risk", Rule::risk_field),
+            ("approval", Rule::approval_field),
+            ("input", Rule::input_field),
+        ],
+        BrokenKind::Intent => &[
+            ("description", Rule::description_field),
+            ("safety", Rule::safety_field),
+            ("tools", Rule::tools_field),
+            ("task", Rule::task_field),
+            ("budget", Rule::intent_budget),
+        ],
+        BrokenKind::Policy => &[
+            ("when", Rule::when_clause),
+            ("refuse", Rule::refuse_effect),
+            ("escalate", Rule::escalate_effect),
+            ("require_approval", Rule::require_effect),
+            ("deny", Rule::deny_effect),
+            ("redact", Rule::redact_effect),
+            ("instruct", Rule::instruct_effect),
+        ],
+        BrokenKind::Budget => &[
+            ("total", Rule::total_entry),
+            ("tokenizer", Rule::tokenizer_entry),
+            ("bucket", Rule::bucket),
+        ],
+        _ => &[],
+    }
+}
+
 fn broken_kind(word: &str) -> BrokenKind {
     const KINDS: &[(&str, BrokenKind)] = &[
         ("tool", BrokenKind::Tool),
