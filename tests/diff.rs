@@ -283,3 +283,121 @@ fn intents_show_the_impact_on_their_tool_surface() {
     let human = render::to_human(&d);
     assert!(human.contains("Impact by intent:\n  ⚠ `"), "{human}");
 }
+
+/// Where requests for an unknown intent go is safety-relevant: a fallback moved to
+/// an intent with more tools widens what they reach, one with fewer only moves, and
+/// none at all refuses them.
+#[test]
+fn moving_the_fallback_is_called_out() {
+    let a = support_v1();
+    let kinds = |b: &ctxpack::artifact::Artifact| -> Vec<(SafetyKind, SafetyEffect, String)> {
+        diff(&a, b)
+            .safety
+            .iter()
+            .filter(|n| n.field.as_deref() == Some("fallback"))
+            .map(|n| (n.kind, n.effect, n.detail.clone()))
+            .collect()
+    };
+    let mut widened = a.clone();
+    widened.intents[0].fallback = false;
+    widened.intents[1].fallback = true;
+    assert_eq!(
+        kinds(&widened),
+        [(
+            SafetyKind::FallbackWidened,
+            SafetyEffect::Weakens,
+            "unknown intents go to `refund` (before: `general`); tools issue_refund".to_owned()
+        )]
+    );
+    let d = diff(&a, &widened);
+    assert!(d.weakens());
+    assert!(render::to_human(&d).contains("fallback widened: intent `refund`"));
+
+    // Back to an intent with fewer tools and no lower safety mode: a move to review.
+    let mut moved = widened.clone();
+    moved.intents[0].fallback = true;
+    moved.intents[0].safety = SafetyMode::Reviewed;
+    moved.intents[1].fallback = false;
+    let d = diff(&widened, &moved);
+    assert_eq!(
+        d.safety
+            .iter()
+            .filter(|n| n.field.as_deref() == Some("fallback"))
+            .map(|n| (n.kind, n.effect))
+            .collect::<Vec<_>>(),
+        [(SafetyKind::FallbackMoved, SafetyEffect::Review)]
+    );
+    assert!(!d.weakens());
+    // To an intent with a lower safety mode, and no new tool: widened all the same.
+    moved.intents[0].safety = SafetyMode::Autonomous;
+    assert_eq!(
+        diff(&widened, &moved).safety.first().map(|n| n.kind),
+        Some(SafetyKind::FallbackWidened)
+    );
+
+    let mut removed = a.clone();
+    removed.intents[0].fallback = false;
+    assert_eq!(
+        kinds(&removed).first().map(|k| (k.0, k.1)),
+        Some((SafetyKind::FallbackRemoved, SafetyEffect::Tightens))
+    );
+    // A fallback where there was none: unknown intents were refused.
+    assert_eq!(
+        diff(&removed, &a)
+            .safety
+            .first()
+            .map(|n| (n.kind, n.effect)),
+        Some((SafetyKind::FallbackWidened, SafetyEffect::Weakens))
+    );
+}
+
+/// An added intent grants its tools; `session directives` added or removed is a change
+/// of the pack, and removing it weakens safety (the user's constraints are no longer
+/// kept).
+#[test]
+fn added_intents_and_session_directives_are_called_out() {
+    let a = support_v1();
+    let mut b = a.clone();
+    let mut sneaky = b.intents[1].clone();
+    sneaky.name = "sneaky".into();
+    b.intents.push(sneaky);
+    let d = diff(&a, &b);
+    assert_eq!(
+        d.safety
+            .iter()
+            .map(|n| (n.kind, n.item.as_str()))
+            .collect::<Vec<_>>(),
+        [(SafetyKind::IntentToolGranted, "sneaky")]
+    );
+
+    let mut with = a.clone();
+    with.session = Some(ctxpack::artifact::Session { directives: true });
+    for (from, to, kind, effect) in [
+        (
+            &a,
+            &with,
+            SafetyKind::SessionDirectivesAdded,
+            SafetyEffect::Tightens,
+        ),
+        (
+            &with,
+            &a,
+            SafetyKind::SessionDirectivesRemoved,
+            SafetyEffect::Weakens,
+        ),
+    ] {
+        let d = diff(from, to);
+        assert!(d.differs);
+        assert_eq!(
+            d.safety
+                .iter()
+                .map(|n| (n.kind, n.effect))
+                .collect::<Vec<_>>(),
+            [(kind, effect)]
+        );
+        assert_eq!(
+            d.pack.iter().map(|c| c.field.as_str()).collect::<Vec<_>>(),
+            ["session"]
+        );
+    }
+}

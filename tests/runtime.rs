@@ -1483,15 +1483,12 @@ fn redaction_covers_every_text_the_model_receives() {
     // The message, history turns, evidence and the caller's values interpolated into
     // templates; the ledger keeps the hash of the content as supplied.
     let mut a = pack();
-    a.prompts
-        .as_mut()
-        .unwrap()
-        .system
-        .parts
-        .push(TemplatePart::Path {
-            path: "request.message".into(),
-            default: None,
-        });
+    let system = &mut a.prompts.as_mut().unwrap().system;
+    system.parts.push(TemplatePart::Path {
+        path: "request.message".into(),
+        default: None,
+    });
+    system.text = ctxpack::artifact::Template::text_of(&system.parts);
     let card = "card 4111 1111 1111 1111";
     let compiled = |a: &Artifact, redact: bool| {
         let mut a = a.clone();

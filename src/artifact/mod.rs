@@ -14,4 +14,6 @@ pub mod verify;
 pub use canonical::{canonical_bytes, content_hash};
 pub use model::*;
 pub use name::{parse_version, valid_name_part, valid_pack_name, MAX_PART_LEN, MAX_VERSION_LEN};
-pub use verify::{check_identity, verify_bytes, verify_value, ArtifactError};
+pub use verify::{
+    check_identity, check_templates, parse_json, verify_bytes, verify_value, ArtifactError,
+};

@@ -156,6 +156,34 @@ pub struct Template {
     pub parts: Vec<TemplatePart>,
 }
 
+impl Template {
+    /// The text an artifact records beside `parts`, written from them: literal text
+    /// with each `{{` escaped as `\{{`, each interpolation as `{{ path }}` or
+    /// `{{ path | "default" }}` (the default as a JSON string). The runtime renders
+    /// `parts` and reviews read `text` (`diff`), so readers refuse an artifact whose
+    /// two disagree.
+    pub fn text_of(parts: &[TemplatePart]) -> String {
+        let mut text = String::new();
+        for part in parts {
+            match part {
+                TemplatePart::Text(t) => text.push_str(&t.replace("{{", "\\{{")),
+                TemplatePart::Path {
+                    path,
+                    default: Some(d),
+                } => text.push_str(&format!(
+                    "{{{{ {path} | {} }}}}",
+                    serde_json::Value::from(d.as_str())
+                )),
+                TemplatePart::Path {
+                    path,
+                    default: None,
+                } => text.push_str(&format!("{{{{ {path} }}}}")),
+            }
+        }
+        text
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum TemplatePart {

@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use super::canonical::{canonical_bytes, content_hash};
-use super::model::{Artifact, ARTIFACT_FORMAT};
+use super::model::{Artifact, Effect, Template, ARTIFACT_FORMAT};
 
 /// Why an artifact was refused.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +28,11 @@ pub enum ArtifactError {
     /// (`scope/name@version`) as everything else refers to it.
     #[error("{0}")]
     Identity(String),
+    /// Two members that say the same thing disagree (a template's `text` and
+    /// `parts`): build never writes such an artifact, and readers would see two
+    /// different packs in it.
+    #[error("artifact is inconsistent: {0}")]
+    Inconsistent(String),
 }
 
 impl ArtifactError {
@@ -74,9 +79,7 @@ impl Artifact {
 
 /// Parses, checks the format tag, recomputes the hash and decodes an artifact.
 pub fn verify_bytes(bytes: &[u8]) -> Result<Artifact, ArtifactError> {
-    let value: Value =
-        serde_json::from_slice(bytes).map_err(|e| ArtifactError::Json(e.to_string()))?;
-    verify_value(value)
+    verify_value(parse_json(bytes)?)
 }
 
 /// As [`verify_bytes`], for an already parsed document.
@@ -105,8 +108,56 @@ pub fn verify_value(mut value: Value) -> Result<Artifact, ArtifactError> {
     let mut artifact: Artifact =
         serde_json::from_value(value).map_err(|e| ArtifactError::Shape(e.to_string()))?;
     check_identity(&artifact).map_err(ArtifactError::Identity)?;
+    check_templates(&artifact).map_err(ArtifactError::Inconsistent)?;
     artifact.hash = Some(recorded);
     Ok(artifact)
+}
+
+/// Every template's `text` is the one its `parts` write ([`Template::text_of`]): the
+/// runtime renders the parts, `diff` and reviewers read the text, so a hand-edited
+/// artifact where they differ would show a reviewer one prompt and send the model
+/// another. Every reader holds an artifact to it: loading ([`verify_value`]) and
+/// preparing one made by other means.
+pub fn check_templates(artifact: &Artifact) -> Result<(), String> {
+    let mut templates: Vec<(String, &Template)> = Vec::new();
+    if let Some(prompts) = &artifact.prompts {
+        templates.push(("prompt system".into(), &prompts.system));
+        if let Some(developer) = &prompts.developer {
+            templates.push(("prompt developer".into(), developer));
+        }
+    }
+    for intent in &artifact.intents {
+        templates.push((format!("intent `{}`'s task", intent.name), &intent.task));
+    }
+    for policy in &artifact.policies {
+        for effect in &policy.effects {
+            if let Effect::Instruct(text) = effect {
+                templates.push((format!("policy `{}`'s instruct", policy.name), text));
+            }
+        }
+    }
+    for block in &artifact.blocks {
+        templates.push((format!("block `{}`", block.name), &block.text));
+    }
+    match templates
+        .into_iter()
+        .find(|(_, t)| t.text != Template::text_of(&t.parts))
+    {
+        Some((place, _)) => Err(format!(
+            "the text of {place} is not the one its parts write (the runtime renders the parts)"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// An artifact's JSON text, read as every input document is
+/// ([`crate::runtime::document::Document`]): a key given twice in one object is
+/// refused. `build` never writes one, and a reader that keeps the first copy (this
+/// one keeps the last) would see another pack under the same hash.
+pub fn parse_json(bytes: &[u8]) -> Result<Value, ArtifactError> {
+    serde_json::from_slice::<crate::runtime::document::Document>(bytes)
+        .map(|d| d.0)
+        .map_err(|e| ArtifactError::Json(e.to_string()))
 }
 
 /// The name is `scope/name` and the version an exact semantic version, as `build`

@@ -178,6 +178,18 @@ pub enum SafetyKind {
     RedactorRemoved,
     RedactorAdded,
     RedactorPatternChanged,
+    /// Requests for an unknown intent go to an intent that surfaces a tool the old
+    /// fallback did not, or has a lower safety mode (or there was no fallback, and
+    /// they were refused).
+    FallbackWidened,
+    /// The fallback moved to an intent that reaches no further.
+    FallbackMoved,
+    /// No fallback any more: requests for an unknown intent are refused.
+    FallbackRemoved,
+    /// The user's standing constraints are no longer kept (`session directives`
+    /// removed): a request's session state is refused instead of enforced.
+    SessionDirectivesRemoved,
+    SessionDirectivesAdded,
 }
 
 /// Which way a safety-relevant change goes.
@@ -196,17 +208,31 @@ impl SafetyKind {
     pub fn effect(self) -> SafetyEffect {
         use SafetyKind::*;
         match self {
-            ApprovalLowered | RiskLowered | IntentSafetyLowered | IntentToolGranted
-            | PolicyRemoved | PolicyMadeAdvisory | ProhibitionRemoved | RedactorRemoved => {
-                SafetyEffect::Weakens
-            }
+            ApprovalLowered
+            | RiskLowered
+            | IntentSafetyLowered
+            | IntentToolGranted
+            | PolicyRemoved
+            | PolicyMadeAdvisory
+            | ProhibitionRemoved
+            | RedactorRemoved
+            | FallbackWidened
+            | SessionDirectivesRemoved => SafetyEffect::Weakens,
             RiskRaised
             | ToolAdded
             | PolicyConditionChanged
             | PolicyEffectsChanged
-            | RedactorPatternChanged => SafetyEffect::Review,
-            ApprovalRaised | IntentSafetyRaised | IntentToolRevoked | PolicyAdded
-            | PolicyMadeEnforcing | ProhibitionAdded | RedactorAdded => SafetyEffect::Tightens,
+            | RedactorPatternChanged
+            | FallbackMoved => SafetyEffect::Review,
+            ApprovalRaised
+            | IntentSafetyRaised
+            | IntentToolRevoked
+            | PolicyAdded
+            | PolicyMadeEnforcing
+            | ProhibitionAdded
+            | RedactorAdded
+            | FallbackRemoved
+            | SessionDirectivesAdded => SafetyEffect::Tightens,
         }
     }
 
@@ -234,6 +260,11 @@ impl SafetyKind {
             RedactorRemoved => "redactor removed",
             RedactorAdded => "redactor added",
             RedactorPatternChanged => "redactor pattern changed",
+            FallbackWidened => "fallback widened",
+            FallbackMoved => "fallback moved",
+            FallbackRemoved => "fallback removed",
+            SessionDirectivesRemoved => "session directives removed",
+            SessionDirectivesAdded => "session directives added",
         }
     }
 }
@@ -271,6 +302,7 @@ pub fn diff(a: &Artifact, b: &Artifact) -> ArtifactDiff {
             ("description", json!(a.description), json!(b.description)),
             ("compiler", json!(a.compiler), json!(b.compiler)),
             ("format", json!(a.format), json!(b.format)),
+            ("session", session(a), session(b)),
         ]),
         tools: diff_items(&a.tools, &b.tools, &cx),
         policies: diff_items(&a.policies, &b.policies, &cx),
@@ -327,7 +359,76 @@ pub fn diff(a: &Artifact, b: &Artifact) -> ArtifactDiff {
         && out.prompts.is_empty()
         && out.sections().iter().all(|(_, s)| s.is_empty()));
     out.safety = collect_safety(&out);
+    out.safety.extend(fallback_note(a, b));
+    if session(a) != session(b) {
+        let kind = match b.session {
+            None => SafetyKind::SessionDirectivesRemoved,
+            Some(_) => SafetyKind::SessionDirectivesAdded,
+        };
+        let detail = format!(
+            "{} → {}",
+            render::compact(&session(a)),
+            render::compact(&session(b))
+        );
+        out.safety
+            .push(note(kind, "pack", &b.name, Some("session"), detail));
+    }
+    out.safety.sort_by_key(|n| n.effect);
     out
+}
+
+/// A pack's `session` item as the diff shows it: `"directives"` or `null`.
+fn session(a: &Artifact) -> Value {
+    json!(a.session.as_ref().map(|_| "directives"))
+}
+
+/// Where requests for an unknown intent go, when that changes: the fallback intent's
+/// own changes (its tools, its safety mode) are noted on it; this is the move from
+/// one intent to another, to one where there was none, or to none.
+fn fallback_note(a: &Artifact, b: &Artifact) -> Option<SafetyNote> {
+    let fallback = |x: &'_ Artifact| x.intents.iter().find(|i| i.fallback).cloned();
+    let (old, new) = (fallback(a), fallback(b));
+    let name = |i: &Option<Intent>| {
+        i.as_ref()
+            .map_or("none (refused)".to_owned(), |i| format!("`{}`", i.name))
+    };
+    let moved = format!(
+        "unknown intents go to {} (before: {})",
+        name(&new),
+        name(&old)
+    );
+    match (&old, &new) {
+        (Some(o), Some(n)) if o.name == n.name => None,
+        (None, None) => None,
+        (_, Some(n)) => {
+            let granted: Vec<&str> = n
+                .tools
+                .iter()
+                .filter(|t| old.as_ref().is_none_or(|o| !o.tools.contains(t)))
+                .map(String::as_str)
+                .collect();
+            let lowered = old.as_ref().is_some_and(|o| n.safety < o.safety);
+            let (kind, detail) = match (
+                old.is_none() || !granted.is_empty() || lowered,
+                granted.is_empty(),
+            ) {
+                (true, false) => (
+                    SafetyKind::FallbackWidened,
+                    format!("{moved}; tools {}", granted.join(", ")),
+                ),
+                (true, true) => (SafetyKind::FallbackWidened, moved),
+                (false, _) => (SafetyKind::FallbackMoved, moved),
+            };
+            Some(note(kind, "intents", &n.name, Some("fallback"), detail))
+        }
+        (Some(o), None) => Some(note(
+            SafetyKind::FallbackRemoved,
+            "intents",
+            &o.name,
+            Some("fallback"),
+            moved,
+        )),
+    }
 }
 
 impl ArtifactDiff {
@@ -868,6 +969,10 @@ impl Item for Intent {
         };
         let fallback = if self.fallback { ", fallback" } else { "" };
         format!("safety {}, {tools}{fallback}", self.safety.as_str())
+    }
+    /// A new intent grants its tools to the requests that name it.
+    fn added_safety(&self) -> Option<SafetyKind> {
+        (!self.tools.is_empty()).then_some(SafetyKind::IntentToolGranted)
     }
     fn field_safety(&self, to: &Self, field: &str) -> Vec<SafetyKind> {
         match field {

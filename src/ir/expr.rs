@@ -97,13 +97,9 @@ impl Checker<'_> {
     pub fn template(&mut self, lit: &StrLit) -> TemplateIr {
         let pieces = template::parse(lit, self.diags);
         let mut parts = Vec::with_capacity(pieces.len());
-        let mut text = String::with_capacity(lit.value.len());
         for piece in pieces {
             match piece {
-                Piece::Text(t) => {
-                    text.push_str(&t.replace("{{", "\\{{"));
-                    parts.push(TemplatePart::Text(t));
-                }
+                Piece::Text(t) => parts.push(TemplatePart::Text(t)),
                 Piece::Interp(i) => {
                     match resolve(self.pack, &i.path) {
                         None => self.unknown_path(&i.path, i.path_span),
@@ -131,10 +127,6 @@ impl Checker<'_> {
                             }
                         }
                     }
-                    match &i.default {
-                        Some(d) => text.push_str(&format!("{{{{ {} | {} }}}}", i.path, json!(d))),
-                        None => text.push_str(&format!("{{{{ {} }}}}", i.path)),
-                    }
                     parts.push(TemplatePart::Path {
                         path: i.path,
                         default: i.default,
@@ -143,7 +135,7 @@ impl Checker<'_> {
             }
         }
         TemplateIr {
-            text: text.into(),
+            text: crate::artifact::Template::text_of(&parts).into(),
             parts: parts.into(),
             span: lit.span,
         }

@@ -415,9 +415,7 @@ impl Registry {
     /// verified first; what is stored is their canonical form, whose hash is the one
     /// recorded.
     pub fn publish_bytes(&self, bytes: &[u8]) -> Result<Publication, RegistryError> {
-        let value: Value =
-            serde_json::from_slice(bytes).map_err(|e| ArtifactError::Json(e.to_string()))?;
-        self.publish_value(value)
+        self.publish_value(crate::artifact::parse_json(bytes)?)
     }
 
     fn publish_value(&self, value: Value) -> Result<Publication, RegistryError> {

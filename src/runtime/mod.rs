@@ -537,6 +537,7 @@ pub(crate) fn render_static(t: &crate::artifact::Template) -> String {
 /// name twice, or a tool the pack does not describe.
 fn check_names(artifact: &Artifact) -> Result<(), CompileError> {
     crate::artifact::check_identity(artifact).map_err(CompileError::artifact)?;
+    crate::artifact::check_templates(artifact).map_err(CompileError::artifact)?;
     fn unique<'a>(what: &str, names: impl Iterator<Item = &'a str>) -> Result<(), CompileError> {
         let mut seen = std::collections::HashSet::new();
         for name in names {
