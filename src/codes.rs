@@ -331,7 +331,7 @@ intent small_talk {
     CodeInfo {
         code: "E0107",
         severity: Severity::Error,
-        title: "library pack declares a prompt, a budget or an intent",
+        title: "library pack declares a prompt, budget, intent or session",
         what: r#"A pack marked `library` declares a `prompt`, a `budget` or an `intent`.
 Libraries hold shared definitions only: context fields, tools,
 prohibitions, redactors, policies and blocks."#,
@@ -1244,7 +1244,7 @@ intent checkout {
     CodeInfo {
         code: "W0404",
         severity: Severity::Warning,
-        title: "tool kind one letter away from a standard kind",
+        title: "tool kind one edit away from a standard kind",
         what: r#"A tool's `kind` is free (`kind query` is fine), but this one is one edit
 (a letter added, dropped, changed, or two swapped) away from a standard kind:
 `read`, `search`, `write`, `delete`, `notify`, `execute`, `deploy`,

@@ -157,7 +157,8 @@ impl TrustPolicy {
                 ),
             ));
         };
-        verify_with(keys, &subject, hash, bytes, signature).map_err(|mut e| {
+        let trusted = "one the trust policy lists for its scope";
+        verify_with(trusted, keys, &subject, hash, bytes, signature).map_err(|mut e| {
             e.message = format!(
                 "`{subject}`: {} (trust policy `{}`)",
                 e.message,
@@ -174,7 +175,9 @@ pub fn trusted_comment(name: &str, version: &str, hash: &str) -> String {
 }
 
 /// Checks a signature against a set of keys.
+/// `trusted`: who the keys come from, for the message when none signed it.
 fn verify_with(
+    trusted: &str,
     keys: &[(String, PublicKey)],
     subject: &str,
     hash: &str,
@@ -191,7 +194,7 @@ fn verify_with(
         return Err(SignatureError::new(
             "untrusted_key",
             format!(
-                "it is signed by key {}, which the trust policy does not list for its scope",
+                "it is signed by key {}, which is not {trusted}",
                 hex_id(sig.keynum())
             ),
         ));
@@ -228,8 +231,16 @@ pub fn verify_one(
     signature: &str,
 ) -> Result<(), SignatureError> {
     let pk = parse_public_key(public_key).map_err(|e| SignatureError::new("untrusted_key", e))?;
+    let given = format!("the key given (key {})", hex_id(pk.keynum()));
     let keys = [(String::new(), pk)];
-    verify_with(&keys, &format!("{name}@{version}"), hash, bytes, signature)
+    verify_with(
+        &given,
+        &keys,
+        &format!("{name}@{version}"),
+        hash,
+        bytes,
+        signature,
+    )
 }
 
 fn parse_public_key(text: &str) -> Result<PublicKey, String> {

@@ -89,3 +89,61 @@ fn standard_input_to_standard_output() {
         .assert()
         .code(0);
 }
+
+/// `-` beside other paths is still standard input to standard output: never a file
+/// named `-`, and read once however often it is given.
+#[test]
+fn standard_input_beside_files_goes_to_standard_output() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let messy = write(dir.path(), "messy.ctxpack", MESSY);
+    for args in [&["fmt", "-", "-"][..], &["fmt", "-", "messy.ctxpack"]] {
+        std::fs::write(&messy, MESSY).unwrap_or_else(|e| panic!("{e}"));
+        let out = ctxpack()
+            .current_dir(dir.path())
+            .args(args)
+            .write_stdin(MESSY)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), TIDY, "{args:?}");
+        assert!(!dir.path().join("-").exists(), "{args:?}");
+    }
+    assert_eq!(std::fs::read_to_string(&messy).unwrap_or_default(), TIDY);
+    // Already formatted, it is still echoed.
+    let out = ctxpack()
+        .current_dir(dir.path())
+        .args(["fmt", "-", "messy.ctxpack"])
+        .write_stdin(TIDY)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), TIDY);
+}
+
+/// `--check --diff -` prints the diff, and a path that cannot be read does not stop
+/// the others from being formatted (exit 3 all the same).
+#[test]
+fn diff_of_standard_input_and_formatting_past_a_missing_path() {
+    let out = ctxpack()
+        .args(["fmt", "--check", "--diff", "-"])
+        .write_stdin(MESSY)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("+++ b/<stdin>") && stdout.contains("+context {"),
+        "{stdout}"
+    );
+
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let messy = write(dir.path(), "messy.ctxpack", MESSY);
+    let out = ctxpack()
+        .arg("fmt")
+        .arg(dir.path().join("missing.ctxpack"))
+        .arg(&messy)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.ctxpack"));
+    assert_eq!(std::fs::read_to_string(&messy).unwrap_or_default(), TIDY);
+}

@@ -429,6 +429,54 @@ fn versions_without_an_index_are_read_from_the_files() {
     ));
 }
 
+/// An index edited by hand is listed in semver order whatever its own order, and one
+/// that lists a version twice, a malformed hash or a version without its file is a
+/// corrupt registry (exit 4), not a list of what `compile` cannot load.
+#[test]
+fn versions_hold_the_index_to_what_publish_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Registry::open(dir.path());
+    for version in ["0.0.1", "1.10.0", "1.2.0"] {
+        registry.publish(&artifact("acme/idx", version)).unwrap();
+    }
+    let index_path = dir.path().join("acme/idx/index.json");
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&index_path).unwrap()).unwrap();
+    let with = |edit: &dyn Fn(&mut Vec<serde_json::Value>)| {
+        let mut index = index.clone();
+        let list = index["versions"].as_array_mut().unwrap();
+        edit(list);
+        std::fs::write(&index_path, serde_json::to_vec(&index).unwrap()).unwrap();
+        registry.versions(&name("acme/idx"))
+    };
+    let reversed = with(&|l| l.reverse()).unwrap();
+    let order: Vec<String> = reversed.iter().map(|(v, _)| v.to_string()).collect();
+    assert_eq!(order, ["0.0.1", "1.2.0", "1.10.0"]);
+    for (edit, says) in [
+        (
+            &(|l: &mut Vec<serde_json::Value>| l.push(l[0].clone()))
+                as &dyn Fn(&mut Vec<serde_json::Value>),
+            "twice",
+        ),
+        (
+            &|l: &mut Vec<serde_json::Value>| l[0]["hash"] = "blake3:00".into(),
+            "malformed hash",
+        ),
+        (
+            &|l: &mut Vec<serde_json::Value>| {
+                let mut extra = l[0].clone();
+                extra["version"] = "9.9.9".into();
+                l.push(extra);
+            },
+            "is missing",
+        ),
+    ] {
+        let err = with(edit).unwrap_err();
+        assert_eq!(err.exit_code(), 4, "{err}");
+        assert!(err.to_string().contains(says), "{err}");
+    }
+}
+
 #[test]
 fn the_index_heals_on_the_next_publish() {
     let dir = tempfile::tempdir().unwrap();

@@ -243,6 +243,23 @@ fn the_minisign_tool_and_ctxpack_read_each_others_signatures() {
         &["-V", "-p", "k.pub", "-m", "s.json", "-x", "s.json.minisig"],
     );
     assert!(o.status.success(), "{o:?}");
+    // `--public-key` alone checks `ARTIFACT.minisig`; another key is named as the
+    // key given, not as a trust policy's.
+    let o = ctxpack(d, &["verify", "s.json", "--public-key", "k.pub"]);
+    assert!(o.status.success(), "{o:?}");
+    let o = ctxpack(
+        d,
+        &["--json-errors", "verify", "s.json", "--public-key", "m.pub"],
+    );
+    assert_eq!(
+        (o.status.code(), error_kind(&o).as_str()),
+        (Some(4), "untrusted_key")
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("not the key given") && !stderr.contains("trust policy"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -399,4 +416,25 @@ fn imports_from_the_registry_are_held_to_the_policy() {
     .success());
     let o = ctxpack(d, &["check", "--registry", "reg", "app/app.ctxpack"]);
     assert!(o.status.success(), "{o:?}");
+}
+
+/// `sign` of a file that is not there is an unreadable input (exit 3), not a malformed
+/// reference; what reads as a reference is still judged as one (exit 4).
+#[test]
+fn signing_a_missing_file_is_exit_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for (target, code, kind) in [
+        ("missing.json", 3, "unreadable_input"),
+        ("nothing", 3, "unreadable_input"),
+        ("acme/x", 4, "unpinned_pack"),
+        ("acme/x@1.0", 4, "invalid_pack_reference"),
+    ] {
+        let o = ctxpack(d, &["--json-errors", "sign", target, "--key", "k"]);
+        assert_eq!(
+            (o.status.code(), error_kind(&o).as_str()),
+            (Some(code), kind),
+            "{target}"
+        );
+    }
 }

@@ -12,7 +12,7 @@ use ctxpack_serve::{Config, Service};
 /// prints, `GET /metrics` serves Prometheus metrics, `GET /healthz` and `GET /readyz`
 /// answer probes. Scale it by running more replicas behind any load balancer.
 #[derive(Debug, Parser)]
-#[command(name = "ctxpack serve", version)]
+#[command(name = "ctxpack serve", bin_name = "ctxpack serve", version)]
 struct Args {
     /// The address to listen on (`127.0.0.1:0` picks a free port; the address is
     /// printed on the first line of standard error).

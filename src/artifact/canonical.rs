@@ -23,6 +23,17 @@ pub fn content_hash(value: &Value) -> String {
     format!("blake3:{}", blake3::hash(&canonical_bytes(value)).to_hex())
 }
 
+/// Whether `text` has the form [`content_hash`] writes: `blake3:` and 64 lowercase
+/// hex digits.
+pub fn is_content_hash(text: &str) -> bool {
+    text.strip_prefix("blake3:").is_some_and(|hex| {
+        hex.len() == 64
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
 fn write_value(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
@@ -80,5 +91,7 @@ mod tests {
         assert_eq!(a, content_hash(&json!({"x": "1"})));
         assert_ne!(a, content_hash(&json!({"x": "2"})));
         assert!(a.starts_with("blake3:") && a.len() == 7 + 64);
+        assert!(is_content_hash(&a));
+        assert!(!is_content_hash("blake3:00") && !is_content_hash(&a.to_uppercase()));
     }
 }

@@ -11,7 +11,7 @@ pub mod model;
 pub mod name;
 pub mod verify;
 
-pub use canonical::{canonical_bytes, content_hash};
+pub use canonical::{canonical_bytes, content_hash, is_content_hash};
 pub use model::*;
 pub use name::{parse_version, valid_name_part, valid_pack_name, MAX_PART_LEN, MAX_VERSION_LEN};
 pub use verify::{

@@ -1,6 +1,6 @@
 //! Tools against safety: approval ceilings (E0401, the core safety check), risk vs
 //! approval (E0402), prohibited tools (E0403), names the providers refuse (E0404),
-//! kinds one letter away from a standard one (W0404), unused and undescribed tools (W0401,
+//! kinds one edit away from a standard one (W0404), unused and undescribed tools (W0401,
 //! W0402) and approval raises that an intent cannot honor (W0403).
 
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
@@ -179,7 +179,7 @@ fn kind_and_name(tool: &ToolIr, diags: &mut Vec<Diagnostic>) {
                     "W0404",
                     span,
                     format!(
-                        "tool `{}` has kind `{kind}`, one letter away from the standard kind `{near}`",
+                        "tool `{}` has kind `{kind}`, one edit away from the standard kind `{near}`",
                         tool.name
                     ),
                 )

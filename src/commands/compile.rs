@@ -40,7 +40,7 @@ pub enum Target {
 pub struct CompileArgs {
     /// An artifact file (`-` for standard input), a registry reference
     /// `scope/name@version` (or `@sha256:…`), or a `.ctxpack` source, built in memory
-    /// first (a source with errors is exit 1).
+    /// first (a source with errors is exit 4, `invalid_pack`).
     #[arg(long)]
     pub pack: String,
     /// The RunContext (JSON or YAML).

@@ -36,17 +36,29 @@ pub struct FmtArgs {
 
 pub fn run(args: &FmtArgs) -> i32 {
     let mut failures = Failures::new(args.json_errors);
-    if args.paths.len() == 1 && args.paths[0] == Path::new("-") {
+    if args.paths.len() == 1 && args.paths[0] == Path::new("-") && !args.diff {
         stdin(args.check, &mut failures);
         return failures.finish(exit::OK);
     }
-    let files = match files::collect(&args.paths, ".ctxpack") {
-        Ok(f) => f,
-        Err(message) => {
-            failures.push(CliError::new("unreadable_input", exit::UNREADABLE, message));
-            return failures.finish(exit::OK);
+    // Each path on its own: one that cannot be read is reported, the others are
+    // still formatted. Standard input is read once, however often `-` is given.
+    let mut files = Vec::new();
+    for path in &args.paths {
+        match files::collect(std::slice::from_ref(path), ".ctxpack") {
+            Ok(found) => {
+                for file in found {
+                    let stdin_again =
+                        crate::source::is_stdin(&file) && files.iter().any(|f| f == &file);
+                    if !stdin_again {
+                        files.push(file);
+                    }
+                }
+            }
+            Err(message) => {
+                failures.push(CliError::new("unreadable_input", exit::UNREADABLE, message))
+            }
         }
-    };
+    }
     let mut unformatted = Vec::new();
     let mut failed = 0usize;
     for file in &files {
@@ -68,6 +80,14 @@ pub fn run(args: &FmtArgs) -> i32 {
                 continue;
             }
         };
+        if crate::source::is_stdin(file) && !args.check {
+            // Standard input's text goes to standard output, changed or not, as for
+            // `fmt -` alone; never to a file named `-`.
+            if write_stdout(&formatted, &mut failures) && formatted != source {
+                unformatted.push(shown);
+            }
+            continue;
+        }
         if formatted == source {
             continue;
         }
@@ -150,19 +170,28 @@ fn stdin(check: bool, failures: &mut Failures) {
             }
         }
         Ok(out) => {
-            let mut stdout = std::io::stdout().lock();
-            let written = stdout
-                .write_all(out.as_bytes())
-                .and_then(|()| stdout.flush());
-            if let Err(e) = written {
-                failures.push(CliError::new(
-                    "unwritable_output",
-                    exit::UNREADABLE,
-                    format!("cannot write standard output: {e}"),
-                ));
-            }
+            write_stdout(&out, failures);
         }
         Err(e) => report_failure("<stdin>", text, e, failures),
+    }
+}
+
+/// Writes formatted text to standard output; whether that worked (else a failure).
+fn write_stdout(text: &str, failures: &mut Failures) -> bool {
+    let mut stdout = std::io::stdout().lock();
+    let written = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush());
+    match written {
+        Ok(()) => true,
+        Err(e) => {
+            failures.push(CliError::new(
+                "unwritable_output",
+                exit::UNREADABLE,
+                format!("cannot write standard output: {e}"),
+            ));
+            false
+        }
     }
 }
 

@@ -113,7 +113,7 @@ pub fn starter(name: &str) -> Vec<StarterFile> {
 }
 
 /// The name `init` gives a pack written into `dir`: `my-org/` and the directory's name,
-/// sanitized to `[a-z0-9][a-z0-9-]*`.
+/// sanitized to `[a-z0-9][a-z0-9-]*` and cut to 64 characters.
 pub fn default_name(dir: &Path) -> String {
     let base = directory_name(dir).unwrap_or_default();
     let mut part = String::new();
@@ -124,6 +124,8 @@ pub fn default_name(dir: &Path) -> String {
             part.push('-');
         }
     }
+    // At most the 64 characters a name part may have, without a `-` left at its end.
+    let part: String = part.chars().take(crate::artifact::MAX_PART_LEN).collect();
     let part = part.trim_end_matches('-');
     let part = if part.is_empty() { "agent" } else { part };
     format!("{DEFAULT_SCOPE}/{part}")
@@ -338,6 +340,11 @@ mod tests {
             ("ÉTÉ", "my-org/t"),
             ("___", "my-org/agent"),
             ("/", "my-org/agent"),
+            (&"a".repeat(65), &format!("my-org/{}", "a".repeat(64))),
+            (
+                &format!("{}-b", "a".repeat(63)),
+                &format!("my-org/{}", "a".repeat(63)),
+            ),
         ] {
             let name = default_name(Path::new(dir));
             assert_eq!(name, expected, "{dir}");

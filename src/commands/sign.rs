@@ -159,8 +159,24 @@ fn sign_inner(args: &SignArgs) -> Result<(), CliError> {
         outln!("signed {} -> {}", path.display(), out.display());
         return Ok(());
     }
-    let reference =
-        PinnedRef::parse(&args.artifact).map_err(|e| super::publish::registry_error(&e))?;
+    // Not a file: a pinned reference, or else a file that is not there (what ends
+    // in `.json`, names a directory, or is neither `scope/name` nor has an `@`).
+    let reference = PinnedRef::parse(&args.artifact).map_err(|e| {
+        let looks_like_a_path = args.artifact.ends_with(".json")
+            || path.exists()
+            || !(args.artifact.contains('@') || crate::artifact::valid_pack_name(&args.artifact));
+        match looks_like_a_path {
+            true => CliError::new(
+                "unreadable_input",
+                exit::UNREADABLE,
+                match path.exists() {
+                    true => format!("`{}` is not a file", args.artifact),
+                    false => format!("`{}`: no such file", args.artifact),
+                },
+            ),
+            false => super::publish::registry_error(&e),
+        }
+    })?;
     let registry = Registry::open(crate::registry::resolve_root(
         args.registry.as_deref(),
         std::env::var_os(crate::registry::REGISTRY_ENV),

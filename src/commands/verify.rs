@@ -13,11 +13,11 @@ pub struct VerifyArgs {
     #[arg(required = true)]
     pub artifacts: Vec<PathBuf>,
     /// The signature to check (default: `ARTIFACT.minisig`, when a trust policy
-    /// covers the pack's scope). Only with one artifact.
+    /// covers the pack's scope or `--public-key` is given). Only with one artifact.
     #[arg(long, value_name = "SIG")]
     pub signature: Option<PathBuf>,
     /// Check the signature against this public key instead of the trust policy.
-    #[arg(long, value_name = "KEY.pub", requires = "signature")]
+    #[arg(long, value_name = "KEY.pub")]
     pub public_key: Option<PathBuf>,
     /// Print failures as one JSON object on stderr.
     #[arg(skip)]
@@ -41,9 +41,18 @@ fn check_signature(
         };
         CliError::new(kind, code, message)
     };
-    let Some(sig_path) = &args.signature else {
-        return crate::signing::check_artifact_file(path, &a.name, &a.version, hash, bytes)
-            .map_err(invalid);
+    let beside = {
+        let mut name = path.as_os_str().to_owned();
+        name.push(".minisig");
+        PathBuf::from(name)
+    };
+    let sig_path = match (&args.signature, &args.public_key) {
+        (Some(given), _) => given,
+        (None, Some(_)) => &beside,
+        (None, None) => {
+            return crate::signing::check_artifact_file(path, &a.name, &a.version, hash, bytes)
+                .map_err(invalid)
+        }
     };
     let read = |p: &std::path::Path| {
         std::fs::read_to_string(p).map_err(|e| {

@@ -552,12 +552,35 @@ impl Registry {
                 })
                 .collect();
         };
-        let path = self.pack_dir(name).join(INDEX_FILE);
+        // The index is what publish wrote, but it is a file anyone can edit: what it
+        // lists is held to what publish writes (each version once, a well-formed
+        // hash, its file present) and listed in semver order whatever its own order.
+        let dir = self.pack_dir(name);
+        let path = dir.join(INDEX_FILE);
         let mut versions = Vec::with_capacity(index.versions.len());
         for entry in index.versions {
             let version = Version::parse(&entry.version)
                 .map_err(|e| corrupt(&path, format!("bad version `{}`: {e}", entry.version)))?;
+            if !crate::artifact::is_content_hash(&entry.hash) {
+                return Err(corrupt(
+                    &path,
+                    format!("`{version}` has a malformed hash `{}`", entry.hash),
+                ));
+            }
+            if !dir.join(version_file(&version)).is_file() {
+                return Err(corrupt(
+                    &path,
+                    format!(
+                        "it lists `{version}`, whose file `{}` is missing",
+                        version_file(&version)
+                    ),
+                ));
+            }
             versions.push((version, entry.hash));
+        }
+        versions.sort_by(|a, b| a.0.cmp(&b.0));
+        if let Some(twice) = versions.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Err(corrupt(&path, format!("it lists `{}` twice", twice[0].0)));
         }
         Ok(versions)
     }

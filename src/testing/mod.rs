@@ -361,9 +361,7 @@ fn reproduce(
     inputs: &Merged,
 ) -> String {
     let dir = root
-        .join(slug(
-            &file.with_extension("").with_extension("").to_string_lossy(),
-        ))
+        .join(repro_path(&file.with_extension("").with_extension("")))
         .join(format!("{:02}-{}", index + 1, slug(&case.name)));
     let write = |name: &str, value: &Value| -> Result<PathBuf, String> {
         let path = dir.join(name);
@@ -402,6 +400,37 @@ fn reproduce(
 }
 
 /// Lowercase letters, digits and single `-`, at most 60 characters.
+/// Where a test file's failing cases are written under the root: its path, one
+/// directory per component, so that two files never share one (`x/y-z` and `x-y/z`).
+/// A component kept as it is when it is a plain name (`[A-Za-z0-9_.-]`, not `..`);
+/// otherwise its slug and a short hash of it, so that names that slug alike differ.
+fn repro_path(file: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in file.components() {
+        let std::path::Component::Normal(part) = component else {
+            if component == std::path::Component::ParentDir {
+                out.push("up");
+            }
+            continue;
+        };
+        let part = part.to_string_lossy();
+        let plain = part
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+            && !part.starts_with('.');
+        if plain {
+            out.push(part.as_ref());
+        } else {
+            let hash = blake3::hash(part.as_bytes()).to_hex();
+            out.push(format!("{}-{}", slug(&part), &hash[..8]));
+        }
+    }
+    if out.as_os_str().is_empty() {
+        out.push("case");
+    }
+    out
+}
+
 fn slug(text: &str) -> String {
     let mut out = String::new();
     for c in text.chars() {
@@ -572,6 +601,23 @@ mod tests {
             "minors-are-refused-on-the-phone"
         );
         assert_eq!(slug("***"), "case");
+        assert_eq!(
+            repro_path(Path::new("packs/support/support")),
+            Path::new("packs/support/support")
+        );
+        assert_ne!(
+            repro_path(Path::new("x/y-z")),
+            repro_path(Path::new("x-y/z"))
+        );
+        assert_eq!(repro_path(Path::new("../a/./b")), Path::new("up/a/b"));
+        let (a, b) = (
+            repro_path(Path::new("my pack")),
+            repro_path(Path::new("my_pack!")),
+        );
+        assert!(
+            a.to_string_lossy().starts_with("my-pack-") && a != b,
+            "{a:?} {b:?}"
+        );
         assert_eq!(shell_word("packs/a.ctxpack"), "packs/a.ctxpack");
         assert_eq!(shell_word("my dir/it's"), r"'my dir/it'\''s'");
     }
