@@ -41,14 +41,9 @@ fn check_signature(
         };
         CliError::new(kind, code, message)
     };
-    let beside = {
-        let mut name = path.as_os_str().to_owned();
-        name.push(".minisig");
-        PathBuf::from(name)
-    };
     let sig_path = match (&args.signature, &args.public_key) {
-        (Some(given), _) => given,
-        (None, Some(_)) => &beside,
+        (Some(given), _) => given.clone(),
+        (None, Some(_)) => crate::signing::signature_beside(path),
         (None, None) => {
             return crate::signing::check_artifact_file(path, &a.name, &a.version, hash, bytes)
                 .map_err(invalid)
@@ -62,7 +57,7 @@ fn check_signature(
             ))
         })
     };
-    let signature = read(sig_path)?;
+    let signature = read(&sig_path)?;
     if let Some(key) = &args.public_key {
         let key = read(key)?;
         return crate::signing::verify_one(&key, &a.name, &a.version, hash, bytes, &signature)

@@ -2048,10 +2048,6 @@ fn starts_with_word(text: &str, word: &str) -> bool {
             .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
-/// The kind of the broken item that starts with `word`: the item its keyword names,
-/// or, for a misspelt keyword (`budgt`, `intnet`, `tol`), the item it is one edit
-/// from, so that its name is declared and what it would hold is not reported
-/// missing (the one mistake is one E0001).
 /// The fields an item's body holds at its top level, by keyword, and the rule that
 /// reads each (see [`Driver::salvage_body`]); none for items without such a body.
 fn body_fields(kind: BrokenKind) -> &'static [(&'static str, Rule)] {
@@ -2088,6 +2084,10 @@ fn body_fields(kind: BrokenKind) -> &'static [(&'static str, Rule)] {
     }
 }
 
+/// The kind of the broken item that starts with `word`: the item its keyword names,
+/// or, for a misspelt keyword (`budgt`, `intnet`, `tol`), the item it is one edit
+/// from, so that its name is declared and what it would hold is not reported
+/// missing (the one mistake is one E0001).
 fn broken_kind(word: &str) -> BrokenKind {
     const KINDS: &[(&str, BrokenKind)] = &[
         ("tool", BrokenKind::Tool),

@@ -399,7 +399,6 @@ fn reproduce(
     }
 }
 
-/// Lowercase letters, digits and single `-`, at most 60 characters.
 /// Where a test file's failing cases are written under the root: its path, one
 /// directory per component, so that two files never share one (`x/y-z` and `x-y/z`).
 /// A component kept as it is when it is a plain name (`[A-Za-z0-9_.-]`, not `..`);
@@ -431,6 +430,7 @@ fn repro_path(file: &Path) -> PathBuf {
     out
 }
 
+/// Lowercase letters, digits and single `-`, at most 60 characters.
 fn slug(text: &str) -> String {
     let mut out = String::new();
     for c in text.chars() {
