@@ -5,7 +5,7 @@
 //! cargo build --release --workspace --bins --examples
 //! target/release/examples/serve_load [REQUESTS_PER_LEVEL] [SECONDS_PER_LEVEL] [--shared]
 //!     [--levels=1,8,32] [--rounds=5] [--paired] [--blocking] [--evidence=200]
-//!     [--wrapper="valgrind --tool=callgrind --log-file=vg.log"]
+//!     [--fresh] [--wrapper="valgrind --tool=callgrind --log-file=vg.log"]
 //! ```
 //!
 //! Starts `ctxpack-serve` (next to this example's directory) on `127.0.0.1:0` over a
@@ -36,6 +36,14 @@
 //! is the difference of two runs with different request counts). The clients spin on
 //! non-blocking sockets (see `Socket`); `--blocking` makes them sleep in `read`.
 //! `--evidence=N` sends the first N of the workload's 200 evidence items.
+//!
+//! The compiles are warm and hit the service's caches (token counts, content hashes,
+//! decoded documents), since every request sends the same inputs: the cheapest compile
+//! there is, where the transport weighs most. `--fresh` measures the workload's other
+//! warm compile, "nothing cached": every request (and every in-process iteration)
+//! stamps a number no earlier one used into each evidence, memory and history text,
+//! so each compile counts, hashes and decodes its texts anew, as with the new evidence
+//! a host retrieves for each request.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -83,6 +91,7 @@ fn main() {
     let Some(w) = workload::load(evidence) else {
         return;
     };
+    let fresh = std::env::args().any(|a| a == "--fresh");
 
     // The machine is split: the service gets every core but the last, the load
     // generator (this process's client threads) the last one, so the two do not
@@ -109,11 +118,13 @@ fn main() {
     let _ = pack.compile(&w.inputs);
     // What the service does for each request, in process: decode the JSON inputs
     // (the same fast path), compile, and write the canonical envelope.
-    let inputs_json = serde_json::to_vec(&w.inputs).unwrap_or_default();
+    let inputs = Stamped::new(serde_json::to_value(&w.inputs).unwrap_or_default(), fresh);
     let full_work = || {
-        ctxpack::runtime::from_json_bytes::<ctxpack::runtime::CompileInputs>(&inputs_json)
-            .and_then(|inputs| pack.compile_canonical(&inputs).ok())
-            .is_some_and(|compiled| !compiled.1.is_empty())
+        inputs.with_next(|json| {
+            ctxpack::runtime::from_json_bytes::<ctxpack::runtime::CompileInputs>(json)
+                .and_then(|inputs| pack.compile_canonical(&inputs).ok())
+                .is_some_and(|compiled| !compiled.1.is_empty())
+        })
     };
     if in_process {
         // For reference, before this process starts a thread: one core, no locks in
@@ -124,9 +135,10 @@ fn main() {
         });
         let full = loop_on_this_thread(for_time(Duration::from_secs(2)), full_work);
         println!(
-            "in-process, one thread, no other thread in the process: compile only {:.0}/s; decode ({} KB of JSON) + compile + canonical bytes {:.0}/s, {:.0} µs of CPU each",
+            "in-process, one thread, no other thread in the process: compile only (cache hit) {:.0}/s; decode ({} KB of JSON) + compile{} + canonical bytes {:.0}/s, {:.0} µs of CPU each",
             compile_only.rate,
-            inputs_json.len() / 1024,
+            inputs.len() / 1024,
+            if fresh { " (nothing cached)" } else { "" },
             full.rate,
             full.cpu_us,
         );
@@ -190,12 +202,15 @@ fn main() {
 
     let mut body = serde_json::to_value(&w.inputs).unwrap_or_default();
     body["pack"] = serde_json::Value::from(reference);
-    let body = body.to_string();
+    let body = Stamped::new(body, fresh);
     // Warm the service (prepared pack, block cache) once.
-    let _ = post(&address, &body);
+    body.with_next(|bytes| post(&address, bytes));
 
     let pid = child.id();
     let k = service_cores.len();
+    if fresh {
+        println!("fresh: every compile's evidence, memory and history texts are new to its caches (nothing cached)");
+    }
     let ratio_column = if paired {
         println!(
             "paired: one in-process thread on each of the {k} service core(s) runs beside the service while each round's clients do, sharing its cores; the ratio is CPU time per request, in-process over service (the goal is 0.8)"
@@ -370,7 +385,7 @@ struct Round {
 #[derive(Clone, Copy)]
 struct Load<'a> {
     address: &'a str,
-    body: &'a str,
+    body: &'a Stamped,
     spin: bool,
 }
 
@@ -634,8 +649,10 @@ fn client(
         }
         let started = Instant::now();
         let stream = reader.get_mut();
-        if stream.write_all(head.as_bytes()).is_err() || stream.write_all(body.as_bytes()).is_err()
-        {
+        let sent = body.with_next(|bytes| {
+            stream.write_all(head.as_bytes()).is_ok() && stream.write_all(bytes).is_ok()
+        });
+        if !sent {
             errors += 1;
             *connection = None;
             break;
@@ -705,13 +722,89 @@ fn read_response(reader: &mut BufReader<impl Read>) -> Option<u16> {
     Some(status)
 }
 
-fn post(address: &str, body: &str) -> Option<u16> {
+fn post(address: &str, body: &[u8]) -> Option<u16> {
     let mut stream = TcpStream::connect(address).ok()?;
     let head = format!(
         "POST /v1/compile HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).ok()?;
-    stream.write_all(body.as_bytes()).ok()?;
+    stream.write_all(body).ok()?;
     read_response(&mut BufReader::new(stream))
+}
+
+/// A JSON document sent (or decoded) again and again. Fresh (`--fresh`), each use
+/// stamps a number no earlier use had into every evidence, memory and history text,
+/// in place (the digits have a fixed width, so the length stays), so that no compile
+/// finds any of its texts in a cache.
+struct Stamped {
+    template: Vec<u8>,
+    /// Where each text's digits are, when fresh.
+    stamps: Vec<usize>,
+}
+
+/// What a fresh text starts with; its zeros are the digits each use writes.
+const STAMP: &str = "[r000000000] ";
+const STAMP_DIGITS: std::ops::Range<usize> = 2..11;
+
+/// The next stamp, unique across every thread of this process.
+static NEXT_STAMP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+thread_local! {
+    /// This thread's stamped copy, and the template it copies (by address).
+    static STAMPED: std::cell::RefCell<(usize, Vec<u8>)> =
+        const { std::cell::RefCell::new((0, Vec::new())) };
+}
+
+impl Stamped {
+    fn new(mut document: serde_json::Value, fresh: bool) -> Stamped {
+        if !fresh {
+            let template = document.to_string().into_bytes();
+            return Stamped {
+                template,
+                stamps: Vec::new(),
+            };
+        }
+        for path in ["/evidence", "/memory", "/request/history"] {
+            let items = document.pointer_mut(path).and_then(|v| v.as_array_mut());
+            for text in items.into_iter().flatten().map(|item| &mut item["content"]) {
+                if let Some(s) = text.as_str() {
+                    *text = serde_json::Value::from(format!("{STAMP}{s}"));
+                }
+            }
+        }
+        let template = document.to_string().into_bytes();
+        let stamps = template
+            .windows(STAMP.len())
+            .enumerate()
+            .filter(|(_, w)| *w == STAMP.as_bytes())
+            .map(|(at, _)| at + STAMP_DIGITS.start)
+            .collect();
+        Stamped { template, stamps }
+    }
+
+    fn len(&self) -> usize {
+        self.template.len()
+    }
+
+    /// Calls `use_it` with the document, stamped anew when fresh.
+    fn with_next<T>(&self, use_it: impl FnOnce(&[u8]) -> T) -> T {
+        if self.stamps.is_empty() {
+            return use_it(&self.template);
+        }
+        let n = NEXT_STAMP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let digits = format!("{n:0width$}", width = STAMP_DIGITS.len());
+        STAMPED.with_borrow_mut(|(of, copy)| {
+            let id = self.template.as_ptr() as usize;
+            if *of != id {
+                *of = id;
+                copy.clear();
+                copy.extend_from_slice(&self.template);
+            }
+            for &at in &self.stamps {
+                copy[at..at + STAMP_DIGITS.len()].copy_from_slice(digits.as_bytes());
+            }
+            use_it(copy)
+        })
+    }
 }

@@ -159,6 +159,45 @@ fn walk(text: &str) -> Walk {
     Walk::Within
 }
 
+/// The first value of `text` whose tag is one of YAML's own that has no JSON form
+/// (`!!binary`, `!!set`, `!!omap`, `!!timestamp`, ...): its tag as written and its
+/// line and column. serde_norway reads such a value as its plain text — the base64 of
+/// `!!binary` as a string — so a reader that wants JSON values refuses it instead.
+/// Local tags (`!foo`) need no walk: serde_norway refuses them itself.
+pub fn foreign_tag(text: &str) -> Option<(String, usize, usize)> {
+    use saphyr_parser::{Event, Parser};
+    let bytes = text.as_bytes();
+    if memchr::memmem::find(bytes, b"!!").is_none()
+        && memchr::memmem::find(bytes, b"tag:yaml.org,2002:").is_none()
+    {
+        return None;
+    }
+    const CORE: &str = "tag:yaml.org,2002:";
+    const JSON: [&str; 7] = ["str", "int", "float", "bool", "null", "seq", "map"];
+    for event in Parser::new_from_str(text) {
+        let Ok((event, span)) = event else {
+            return None;
+        };
+        let tag = match &event {
+            Event::Scalar(_, _, _, tag)
+            | Event::SequenceStart(_, tag)
+            | Event::MappingStart(_, tag) => tag.as_deref(),
+            _ => None,
+        };
+        // `!!binary` and its verbatim spelling `!<tag:yaml.org,2002:binary>` alike.
+        let core = tag.and_then(|t| {
+            let full = format!("{}{}", t.handle, t.suffix);
+            let at = full.find(CORE)?;
+            Some(full[at + CORE.len()..].trim_end_matches('>').to_owned())
+        });
+        if let Some(name) = core.filter(|n| !JSON.contains(&n.as_str())) {
+            // saphyr-parser counts the column from 0.
+            return Some((format!("!!{name}"), span.start.line(), span.start.col() + 1));
+        }
+    }
+    None
+}
+
 /// The byte offset of a marker (saphyr-parser counts the offset in characters).
 fn byte_index(text: &str, at: saphyr_parser::Marker) -> usize {
     text.char_indices()

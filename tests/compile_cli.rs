@@ -571,6 +571,48 @@ fn compile_exit_4_on_yaml_nan_or_infinity() {
     }
 }
 
+/// Well-formed YAML that no JSON value holds is input of the wrong shape (exit 4), not
+/// an unparseable file: a key that is a list, a local tag, and YAML's own tags that
+/// JSON has no type for (`!!binary` would otherwise be read as its base64 text).
+#[test]
+fn compile_exit_4_on_yaml_with_no_json_form() {
+    let f = Fixture::new();
+    for (content, expected) in [
+        ("  content: Text.\n  [a, b]: 2\n", "invalid type: sequence"),
+        ("  content: !foo Text.\n", "invalid type"),
+        (
+            "  content: !!binary aGk=\n",
+            "the `!!binary` value at line 3 column 21",
+        ),
+        (
+            "  content: !<tag:yaml.org,2002:binary> aGk=\n",
+            "`!!binary`",
+        ),
+        ("  content: !!timestamp 2001-12-14\n", "`!!timestamp`"),
+        ("  content: Text.\n  meta: !!set {a, b}\n", "`!!set`"),
+    ] {
+        let text = format!("- id: kb-1\n  source: kb://x\n{content}");
+        write(f.dir.path(), "evidence.yaml", &text);
+        let o = f.compile(&["--evidence", "evidence.yaml"]);
+        let e = json_error(&o);
+        assert_eq!(o.status.code(), Some(4), "{text}: {e}");
+        assert_eq!(e["kind"], "invalid_input", "{text}");
+        let message = e["message"].as_str().unwrap();
+        assert!(message.contains("has no JSON form"), "{message}");
+        assert!(message.contains(expected), "{message}");
+    }
+    // The core tags JSON has types for are read as before.
+    write(
+        f.dir.path(),
+        "evidence.yaml",
+        "- id: !!str kb-1\n  source: kb://x\n  content: !!str Text.\n  score: !!float 0.5\n",
+    );
+    assert_eq!(
+        f.compile(&["--evidence", "evidence.yaml"]).status.code(),
+        Some(0)
+    );
+}
+
 /// A failed write of the result (a full disk) is exit 3 with a message, never a panic.
 #[cfg(target_os = "linux")]
 #[test]

@@ -1554,6 +1554,11 @@ mod cli {
     use ctxpack::commands::test::{self as pack_test, TestArgs};
     use std::path::{Path, PathBuf};
 
+    /// A loader for runs whose packs are all artifacts: no source is built.
+    fn no_source() -> ctxpack::commands::compile::CliError {
+        ctxpack::commands::compile::CliError::new("invalid_pack", 4, "no sources")
+    }
+
     fn write(dir: &Path, name: &str, contents: &[u8]) -> PathBuf {
         let path = dir.join(name);
         if let Some(parent) = path.parent() {
@@ -1717,7 +1722,7 @@ cases:
             repro_dir: dir.path().join("repro"),
             ..TestArgs::default()
         };
-        let report = pack_test::execute(&args, &|_| Err("no sources".into()));
+        let report = pack_test::execute(&args, &|_| Err(no_source()));
         let out = &report.stdout;
         assert_eq!(report.exit_code, 1, "{out}\n{}", report.stderr);
         assert!(
@@ -1748,7 +1753,7 @@ cases:
             "packs/typo.tests.yaml",
             b"pack: pack.json\ncases:\n  - name: x\n    expect: { must_refuse: true, tols: [] }\n",
         );
-        let report = pack_test::execute(&args, &|_| Err("no".into()));
+        let report = pack_test::execute(&args, &|_| Err(no_source()));
         assert_eq!(report.exit_code, 1);
         assert!(
             report.stdout.contains("line 4: unknown expectation `tols`"),
@@ -1757,7 +1762,7 @@ cases:
         );
         write(dir.path(), "packs/typo.tests.yaml", b"pack: pack.json\n");
         assert_eq!(
-            pack_test::execute(&args, &|_| Err("no".into())).exit_code,
+            pack_test::execute(&args, &|_| Err(no_source())).exit_code,
             4
         );
         std::fs::remove_file(dir.path().join("packs/typo.tests.yaml")).unwrap();
@@ -1767,7 +1772,7 @@ cases:
             b"pack: nope.json\ncases: []\n",
         );
         assert_eq!(
-            pack_test::execute(&args, &|_| Err("no".into())).exit_code,
+            pack_test::execute(&args, &|_| Err(no_source())).exit_code,
             3
         );
     }

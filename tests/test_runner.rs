@@ -404,6 +404,55 @@ fn the_json_error_names_each_failing_case_its_line_and_reproduce_command() {
     );
 }
 
+/// A pack the runner cannot load fails as the same file fails `compile`: not UTF-8 or
+/// not JSON is unreadable (exit 3, `unreadable_input` / `unparseable_input`), a pack
+/// with errors or a tampered artifact invalid (exit 4).
+#[test]
+fn a_pack_that_does_not_load_fails_with_the_kind_compile_gives_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = |pack: &str| format!("pack: {pack}\ncases:\n  - name: c\n    expect: {{}}\n");
+    let shop = project("");
+    let built = shop.path().join("shop.json");
+    let o = run(shop.path(), &["build", "shop.ctxpack", "-o", "shop.json"]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let artifact = std::fs::read_to_string(&built).unwrap();
+    let files: [(&str, Vec<u8>, i32, &str); 4] = [
+        (
+            "latin1.ctxpack",
+            b"pack acme/x@1.0.0 \xe9\n".to_vec(),
+            3,
+            "unreadable_input",
+        ),
+        (
+            "broken.ctxpack",
+            b"pack acme/x@1.0.0\ntool {\n".to_vec(),
+            4,
+            "invalid_pack",
+        ),
+        (
+            "cut.json",
+            artifact.as_bytes()[..artifact.len() / 2].to_vec(),
+            3,
+            "unparseable_input",
+        ),
+        (
+            "tampered.json",
+            artifact.replacen("acme/shop", "acme/shoq", 1).into_bytes(),
+            4,
+            "invalid_artifact",
+        ),
+    ];
+    for (pack, bytes, code, kind) in files {
+        std::fs::write(dir.path().join(pack), bytes).unwrap();
+        std::fs::write(dir.path().join("t.tests.yaml"), cases(pack)).unwrap();
+        let o = run(dir.path(), &["test", "--json-errors", "t.tests.yaml"]);
+        let e: Value = serde_json::from_slice(&o.stderr).unwrap_or_default();
+        assert_eq!(o.status.code(), Some(code), "{pack}: {e}");
+        assert_eq!(e["error"]["kind"], kind, "{pack}: {e}");
+        assert_eq!(e["error"]["exit_code"], code, "{pack}: {e}");
+    }
+}
+
 /// The keys `docs/testing.md` documents are the runner's.
 #[test]
 fn the_testing_doc_lists_every_expectation() {

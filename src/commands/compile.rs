@@ -281,10 +281,22 @@ pub fn parse_yaml_text(text: &str) -> Option<Value> {
 pub(crate) fn parse_document(path: &Path, bytes: &[u8]) -> Result<Value, CliError> {
     // A byte-order mark is not part of a document.
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let no_json_form = |e: &dyn std::fmt::Display| {
+        CliError::new(
+            "invalid_input",
+            4,
+            format!("`{}` has no JSON form: {e}", path.display()),
+        )
+    };
+    // Well-formed YAML that no JSON value holds (a key that is a list or a map, a
+    // local tag) is input of the wrong shape, exit 4; broken YAML is exit 3.
     let yaml = || {
         crate::yaml::from_slice::<Document>(bytes)
             .map(|v| v.0)
-            .map_err(|e| e.to_string())
+            .map_err(|e| match e.to_string() {
+                m if m.contains("invalid type: ") => Err(no_json_form(&m)),
+                m => Ok(m),
+            })
     };
     let extension = path.extension().and_then(|e| e.to_str());
     let (parsed, from_yaml) = match extension {
@@ -295,18 +307,35 @@ pub(crate) fn parse_document(path: &Path, bytes: &[u8]) -> Result<Value, CliErro
                 return Err(json_number_out_of_range(&path.display().to_string(), &e))
             }
             // A `.json` file is JSON. Anything else (standard input, a file named
-            // `run`, `run.txt`) is JSON, or else YAML; the error is JSON's.
-            Err(e) if extension != Some("json") => (yaml().map_err(|_| e.to_string()), true),
-            Err(e) => (Err(e.to_string()), false),
+            // `run`, `run.txt`) is JSON, or else YAML; the error is JSON's unless the
+            // text is YAML with no JSON form.
+            Err(e) if extension != Some("json") => {
+                (yaml().map_err(|y| y.and(Ok(e.to_string()))), true)
+            }
+            Err(e) => (Err(Ok(e.to_string())), false),
         },
     };
     let value = parsed.map_err(|e| {
-        CliError::new(
-            "unparseable_input",
-            3,
-            format!("cannot parse `{}`: {e}", path.display()),
+        e.map_or_else(
+            |invalid| invalid,
+            |e| {
+                CliError::new(
+                    "unparseable_input",
+                    3,
+                    format!("cannot parse `{}`: {e}", path.display()),
+                )
+            },
         )
     })?;
+    let text = || std::str::from_utf8(bytes).unwrap_or_default();
+    if let Some((tag, line, column)) = from_yaml
+        .then(|| crate::yaml::foreign_tag(text()))
+        .flatten()
+    {
+        return Err(no_json_form(&format_args!(
+            "the `{tag}` value at line {line} column {column} is not a JSON value"
+        )));
+    }
     // YAML spells `.nan` and `.inf`, which JSON values cannot hold: read into one,
     // they would quietly become `null` (absent), so they are refused instead.
     if let Some(at) = from_yaml.then(|| non_finite(bytes)).flatten() {

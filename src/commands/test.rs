@@ -96,14 +96,22 @@ pub fn run(args: &TestArgs) -> i32 {
     run_with_loader(args, &|path| {
         crate::build::build_file(path, &options)
             .map(|built| built.artifact)
-            .map_err(|e| e.summary())
+            .map_err(|e| {
+                // A pack that cannot be read is exit 3, as for every command; one that
+                // does not build is invalid (4).
+                let (kind, code) = match e {
+                    crate::build::BuildError::Unreadable(_) => ("unreadable_input", 3),
+                    _ => ("invalid_pack", 4),
+                };
+                CliError::new(kind, code, e.summary())
+            })
     })
 }
 
 /// Runs the tests; `load_source` builds a `.ctxpack` source into an artifact.
 pub fn run_with_loader(
     args: &TestArgs,
-    load_source: &dyn Fn(&Path) -> Result<Artifact, String>,
+    load_source: &dyn Fn(&Path) -> Result<Artifact, CliError>,
 ) -> i32 {
     let report = execute(args, load_source);
     styled_out!("{}", report.stdout);
@@ -123,7 +131,7 @@ pub struct TestReport {
 /// asked for, is written).
 pub fn execute(
     args: &TestArgs,
-    load_source: &dyn Fn(&Path) -> Result<Artifact, String>,
+    load_source: &dyn Fn(&Path) -> Result<Artifact, CliError>,
 ) -> TestReport {
     let roots = if args.paths.is_empty() {
         vec![PathBuf::from(".")]

@@ -562,25 +562,15 @@ impl<'s> Driver<'s> {
                     }
                 }
             }
-            let b = src[i];
-            match b {
-                b'"' => {
-                    i = skip_string(src, i);
-                    continue;
-                }
-                b'/' if src.get(i + 1) == Some(&b'/') => {
-                    while i < end && src[i] != b'\n' {
-                        i += 1;
-                    }
-                    continue;
-                }
-                b'{' => {
+            let (lexeme, next) = lexeme(src, i, end);
+            match lexeme {
+                Lexeme::Open(b'{') => {
                     depth += 1;
                     if depth == 1 && i >= error_at {
                         return;
                     }
                 }
-                b'}' => {
+                Lexeme::Close(b'}') => {
                     depth -= 1;
                     if depth <= 0 {
                         return;
@@ -588,17 +578,7 @@ impl<'s> Driver<'s> {
                 }
                 _ => {}
             }
-            // Identifiers are skipped whole, so that a keyword is only seen at a word's
-            // start.
-            if b.is_ascii_lowercase() || b == b'_' {
-                while i < end
-                    && (src[i].is_ascii_lowercase() || src[i].is_ascii_digit() || src[i] == b'_')
-                {
-                    i += 1;
-                }
-                continue;
-            }
-            i += 1;
+            i = next;
         }
     }
 
@@ -818,7 +798,6 @@ impl<'s> Driver<'s> {
             .rfind('\n')
             .map_or(0, |nl| nl + 1);
         while i < src.len() {
-            let b = src[i];
             if i > item_start
                 && (i >= error_at || (depth > 0 && i >= error_line))
                 && (at_line_start(src, i)
@@ -833,19 +812,10 @@ impl<'s> Driver<'s> {
                 // braces may never close, so remember it in case they do not.
                 fallback.get_or_insert(i);
             }
-            match b {
-                b'"' => {
-                    i = skip_string(src, i);
-                    continue;
-                }
-                b'/' if src.get(i + 1) == Some(&b'/') => {
-                    while i < src.len() && src[i] != b'\n' {
-                        i += 1;
-                    }
-                    continue;
-                }
-                b'{' => depth += 1,
-                b'}' => {
+            let (lexeme, next) = lexeme(src, i, src.len());
+            match lexeme {
+                Lexeme::Open(b'{') => depth += 1,
+                Lexeme::Close(b'}') => {
                     depth -= 1;
                     // The braces closed after all: a keyword seen inside them was part
                     // of the broken item's body, not the next item.
@@ -855,16 +825,7 @@ impl<'s> Driver<'s> {
                 }
                 _ => {}
             }
-            // Identifiers are skipped whole so that keywords are only seen at word starts.
-            if b.is_ascii_lowercase() || b == b'_' {
-                while i < src.len()
-                    && (src[i].is_ascii_lowercase() || src[i].is_ascii_digit() || src[i] == b'_')
-                {
-                    i += 1;
-                }
-                continue;
-            }
-            i += 1;
+            i = next;
         }
         fallback.unwrap_or(src.len())
     }
@@ -1971,25 +1932,16 @@ fn too_deep_in_item(source: &str, from: usize) -> Option<usize> {
     let mut nots = 0usize;
     let mut i = from;
     while i < src.len() {
-        let b = src[i];
-        let at = i;
-        match b {
-            b'"' => {
-                i = skip_string(src, i);
-                nots = 0;
-                continue;
-            }
-            b'/' if src.get(i + 1) == Some(&b'/') => {
-                while i < src.len() && src[i] != b'\n' {
-                    i += 1;
-                }
-                continue;
-            }
-            b'(' | b'[' | b'{' => {
+        let (lexeme, next) = lexeme(src, i, src.len());
+        match lexeme {
+            Lexeme::Open(_) => {
                 depth += 1;
                 nots = 0;
+                if depth > MAX_NESTING {
+                    return Some(i);
+                }
             }
-            b')' | b']' | b'}' => {
+            Lexeme::Close(_) => {
                 depth = depth.saturating_sub(1);
                 nots = 0;
                 if depth == 0 {
@@ -1999,35 +1951,64 @@ fn too_deep_in_item(source: &str, from: usize) -> Option<usize> {
             // Outside brackets, a word in the first column starts the next item: an
             // item without brackets (`block`, `redactor`, `prohibit`) ends the scan
             // there, not at the end of the file.
-            b'\n' if depth == 0 && src.get(i + 1).is_some_and(u8::is_ascii_lowercase) => {
+            Lexeme::Other(b'\n')
+                if depth == 0 && src.get(next).is_some_and(u8::is_ascii_lowercase) =>
+            {
                 return None;
             }
-            b if b.is_ascii_lowercase() || b == b'_' => {
-                let start = i;
-                while i < src.len()
-                    && (src[i].is_ascii_lowercase() || src[i].is_ascii_digit() || src[i] == b'_')
-                {
-                    i += 1;
-                }
-                if &src[start..i] == b"not" {
-                    nots += 1;
-                } else {
-                    nots = 0;
-                }
+            Lexeme::Word if &src[i..next] == b"not" => {
+                nots += 1;
                 if nots > MAX_NESTING {
-                    return Some(start);
+                    return Some(i);
                 }
-                continue;
             }
-            b' ' | b'\t' | b'\r' | b'\n' => {}
-            _ => nots = 0,
+            Lexeme::Comment | Lexeme::Other(b' ' | b'\t' | b'\r' | b'\n') => {}
+            Lexeme::Text | Lexeme::Word | Lexeme::Other(_) => nots = 0,
         }
-        if depth > MAX_NESTING {
-            return Some(at);
-        }
-        i += 1;
+        i = next;
     }
     None
+}
+
+/// What a recovery scan meets at an offset (see [`lexeme`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Lexeme {
+    /// A `"..."` or `"""..."""` string.
+    Text,
+    /// A `//` comment, to the end of its line.
+    Comment,
+    /// An identifier or keyword (lowercase ASCII, digits and `_`), whole.
+    Word,
+    /// `{`, `[` or `(`.
+    Open(u8),
+    /// `}`, `]` or `)`.
+    Close(u8),
+    /// Any other byte, alone.
+    Other(u8),
+}
+
+/// The lexeme at `i` (before `end`) and the offset after it: the one step the scans
+/// that recover from a syntax error (`recover`, `salvage_body`, `too_deep_in_item`)
+/// share, so that they agree on what is a string, a comment and a whole word, and a
+/// keyword is only ever seen at a word's start.
+fn lexeme(src: &[u8], i: usize, end: usize) -> (Lexeme, usize) {
+    let b = src[i];
+    match b {
+        b'"' => (Lexeme::Text, skip_string(src, i)),
+        b'/' if src.get(i + 1) == Some(&b'/') => {
+            let line = src[i..end].iter().position(|&c| c == b'\n');
+            (Lexeme::Comment, line.map_or(end, |n| i + n))
+        }
+        b'{' | b'[' | b'(' => (Lexeme::Open(b), i + 1),
+        b'}' | b']' | b')' => (Lexeme::Close(b), i + 1),
+        b if b.is_ascii_lowercase() || b == b'_' => {
+            let word = src[i..end]
+                .iter()
+                .position(|&c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_'));
+            (Lexeme::Word, word.map_or(end, |n| i + n))
+        }
+        _ => (Lexeme::Other(b), i + 1),
+    }
 }
 
 fn too_deep(source: &str, at: usize) -> Diagnostic {

@@ -35,7 +35,7 @@ pub use expect::Failure;
 pub use spec::EXPECTATIONS;
 
 /// Builds a `.ctxpack` source into an artifact (the message of a failure).
-pub type SourceLoader<'a> = &'a dyn Fn(&Path) -> Result<Artifact, String>;
+pub type SourceLoader<'a> = &'a dyn Fn(&Path) -> Result<Artifact, CliError>;
 
 /// How to select and run cases.
 #[derive(Debug, Clone, Default)]
@@ -507,7 +507,7 @@ fn load_artifact(path: &Path, load_source: SourceLoader) -> Result<Artifact, Cli
                 format!("pack `{}` not found", path.display()),
             ));
         }
-        return load_source(path).map_err(|m| CliError::new("invalid_pack", 4, m));
+        return load_source(path);
     }
     let bytes = std::fs::read(path).map_err(|e| {
         CliError::new(
@@ -518,7 +518,7 @@ fn load_artifact(path: &Path, load_source: SourceLoader) -> Result<Artifact, Cli
     })?;
     verify_bytes(&bytes).map_err(|e| {
         CliError::new(
-            "invalid_artifact",
+            e.kind(),
             e.exit_code(),
             format!("pack `{}`: {e}", path.display()),
         )
