@@ -223,6 +223,17 @@ impl LineIndex {
         (line as u32, col as u32)
     }
 
+    /// [`LineIndex::utf16_position`] with the column in UTF-8 bytes.
+    pub fn utf8_position(&self, text: &str, offset: usize) -> (u32, u32) {
+        let offset = before_crlf(text, clamp_to_char_boundary(text, offset));
+        let line = self.line_of(offset);
+        let col = offset - self.line_start(line);
+        (
+            u32::try_from(line).unwrap_or(u32::MAX),
+            u32::try_from(col).unwrap_or(u32::MAX),
+        )
+    }
+
     /// The byte offset of a 0-based line and UTF-16 column; out-of-range positions are
     /// clamped to the end of the line or of the text, never a panic.
     pub fn offset_of_utf16(&self, text: &str, line: u32, col: u32) -> usize {

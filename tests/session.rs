@@ -524,7 +524,11 @@ fn huge_and_hostile_inputs_are_decided_quickly() {
     let (decision, next) = state.step(&long_item);
     assert_eq!(decision, Decision::Update { changed: true });
     assert_eq!(State::import_json(&next.export_json()).unwrap(), next);
-    assert!(start.elapsed().as_secs() < 20, "{:?}", start.elapsed());
+    // Linear work on these megabytes takes well under a second optimised and about
+    // ten seconds in a debug build (twice that on a busy machine); a quadratic step
+    // would take hours. The bound tells the two apart, not one machine from another.
+    let bound = if cfg!(debug_assertions) { 90 } else { 20 };
+    assert!(start.elapsed().as_secs() < bound, "{:?}", start.elapsed());
     // Deep nesting is refused, not a stack overflow.
     let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
     assert!(State::import_json(&deep).is_err());

@@ -28,13 +28,8 @@ impl Text<'_> {
                 Position { line, character }
             }
             Encoding::Utf8 => {
-                let offset = clamp_to_char_boundary(self.text, offset);
-                let line = self.lines.line_of(offset);
-                let start = self.lines.line_start(line);
-                Position {
-                    line: u32::try_from(line).unwrap_or(u32::MAX),
-                    character: u32::try_from(offset - start).unwrap_or(u32::MAX),
-                }
+                let (line, character) = self.lines.utf8_position(self.text, offset);
+                Position { line, character }
             }
         }
     }
@@ -124,5 +119,27 @@ mod tests {
                 character: 3
             }
         );
+    }
+
+    /// An offset between the `\r` and the `\n` of a line end is the end of the line
+    /// (its length), in both encodings, as the command line reports it.
+    #[test]
+    fn inside_a_crlf_is_the_end_of_the_line() {
+        let text = "é\r\nb\r\n";
+        let lines = LineIndex::new(text);
+        for t in in_each_encoding(text, &lines) {
+            let end = if t.encoding == Encoding::Utf8 { 2 } else { 1 };
+            for offset in [2, 3] {
+                assert_eq!(
+                    t.position(offset),
+                    Position {
+                        line: 0,
+                        character: end
+                    },
+                    "{:?} {offset}",
+                    t.encoding
+                );
+            }
+        }
     }
 }

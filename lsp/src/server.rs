@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use ctxpack::diagnostic::{Diagnostic, Severity};
@@ -91,6 +91,18 @@ struct Doc {
     /// imports as the analysis resolved them, so they wait for one that is current.
     imports_epoch: u64,
     resolved: u64,
+    /// Which opening of its URI this is (unique in the process): an analysis task
+    /// serves one opening, and a document closed and opened again under the same URI
+    /// while it ran is another's to check.
+    opened: u64,
+}
+
+/// The next [`Doc::opened`].
+static OPENINGS: AtomicU64 = AtomicU64::new(0);
+
+/// The document `uri` if it is still the opening `opened`.
+fn opening<'d>(docs: &'d mut HashMap<Uri, Doc>, uri: &Uri, opened: u64) -> Option<&'d mut Doc> {
+    docs.get_mut(uri).filter(|doc| doc.opened == opened)
 }
 
 impl Backend {
@@ -202,7 +214,8 @@ impl Inner {
             doc.running = true;
             let inner = Arc::clone(self);
             let uri = uri.clone();
-            tokio::spawn(async move { inner.analysis_task(uri).await });
+            let opened = doc.opened;
+            tokio::spawn(async move { inner.analysis_task(uri, opened).await });
         }
     }
 
@@ -237,14 +250,14 @@ impl Inner {
 
     /// Analyses a document until its latest text is analysed, then publishes that
     /// version's diagnostics.
-    async fn analysis_task(self: Arc<Self>, uri: Uri) {
+    async fn analysis_task(self: Arc<Self>, uri: Uri, opened: u64) {
         loop {
-            if !self.settle(&uri).await {
+            if !self.settle(&uri, opened).await {
                 return;
             }
             let (text, version, previous, stale, epoch) = {
                 let mut docs = self.documents.lock().await;
-                let Some(doc) = docs.get_mut(&uri) else {
+                let Some(doc) = opening(&mut docs, &uri, opened) else {
                     return;
                 };
                 doc.dirty = false;
@@ -272,7 +285,7 @@ impl Inner {
                 }
             };
             let mut docs = self.documents.lock().await;
-            let Some(doc) = docs.get_mut(&uri) else {
+            let Some(doc) = opening(&mut docs, &uri, opened) else {
                 return; // closed meanwhile
             };
             // The analysis it replaces is freed after the publish, on a blocking
@@ -481,14 +494,14 @@ impl Inner {
     /// The quick diagnostics are worked out off the documents' lock, so that changes
     /// keep coming in meanwhile; those of a superseded text are dropped. False when
     /// the document was closed.
-    async fn settle(&self, uri: &Uri) -> bool {
+    async fn settle(&self, uri: &Uri, opened: u64) -> bool {
         // Quick diagnostics worked out for a version and its text, or none where
         // they cannot be.
         let mut found: Option<(i32, Arc<String>, Option<Vec<Diagnostic>>)> = None;
         loop {
             let quick = {
                 let mut docs = self.documents.lock().await;
-                let Some(doc) = docs.get_mut(uri) else {
+                let Some(doc) = opening(&mut docs, uri, opened) else {
                     return false;
                 };
                 // Still the document's text: the same version, and the very text
@@ -986,6 +999,7 @@ impl LanguageServer for Backend {
             wake: Arc::new(Notify::new()),
             imports_epoch: 0,
             resolved: 0,
+            opened: OPENINGS.fetch_add(1, Ordering::Relaxed),
         });
         entry.buffer = Buffer::new(doc.text);
         entry.version = doc.version;

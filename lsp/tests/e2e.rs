@@ -164,11 +164,30 @@ impl Client {
         self.wait_for("textDocument/publishDiagnostics", |p| p["uri"] == uri)
     }
 
-    fn request_raw(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+    /// The names of the test document's outline, at the top level.
+    fn symbol_names(&mut self) -> Vec<String> {
+        let symbols = self.request(
+            "textDocument/documentSymbol",
+            json!({ "textDocument": { "uri": URI } }),
+        );
+        symbols
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s["name"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// The response with id `id`, to a request sent already.
+    fn request_raw_reply(&mut self, id: i64) -> Value {
         let deadline = Instant::now() + TIMEOUT;
+        if let Some(at) = self
+            .backlog
+            .iter()
+            .position(|m| m.get("id") == Some(&json!(id)) && m.get("method").is_none())
+        {
+            return self.backlog.remove(at).unwrap_or_default();
+        }
         loop {
             let message = self.recv(deadline);
             if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
@@ -176,6 +195,13 @@ impl Client {
             }
             self.backlog.push_back(message);
         }
+    }
+
+    fn request_raw(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        self.request_raw_reply(id)
     }
 
     /// The next notification `method` whose params satisfy `accept`; earlier ones are
@@ -557,18 +583,9 @@ fn full_session() {
     assert_eq!(edits[0]["newText"], CLEAN);
 
     // Outline.
-    let symbols = c.request(
-        "textDocument/documentSymbol",
-        json!({ "textDocument": { "uri": URI } }),
-    );
-    let names: Vec<&str> = symbols
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s["name"].as_str())
-        .collect();
+    let names = c.symbol_names();
     assert!(
-        names.contains(&"lookup_order") && names.contains(&"budget"),
+        names.iter().any(|n| n == "lookup_order") && names.iter().any(|n| n == "budget"),
         "{names:?}"
     );
 
@@ -1098,6 +1115,63 @@ fn hover_follows_the_formats_the_client_lists() {
     }
 }
 
+/// A document closed while its check runs and opened again under the same URI is a
+/// new document: the old text's check publishes nothing and installs nothing, and the
+/// new one is checked and answers queries (with the old version number again, or a
+/// lower one).
+#[test]
+fn a_document_reopened_while_its_old_text_is_checked_gets_its_own_check() {
+    let big = generated_pack(20_000);
+    let small = "pack \"acme/small\" version \"1.0.0\"\n\ntool t {\n  description \"T.\"\n  kind read\n  risk low\n  approval auto\n}\n";
+    let expected = {
+        let mut c = Client::start(&[]);
+        c.initialize(None);
+        c.open(small, 1);
+        c.diagnostics(1)
+    };
+    for (old, new) in [(1, 1), (5, 1)] {
+        for pause in [50, 200] {
+            let mut c = Client::start(&[]);
+            c.initialize(None);
+            c.open(&big, old);
+            std::thread::sleep(Duration::from_millis(pause));
+            c.notify(
+                "textDocument/didClose",
+                json!({ "textDocument": { "uri": URI } }),
+            );
+            c.open(small, new);
+            let names = c.symbol_names();
+            assert!(
+                names.iter().any(|n| n == "t") && names.len() < 5,
+                "{old}->{new}: {names:?}"
+            );
+            // Whatever the old check still publishes, the last word on the URI is the
+            // new text's: W0401 (tool in no intent) on its one tool, nothing else.
+            let formatted = c.request(
+                "textDocument/formatting",
+                json!({ "textDocument": { "uri": URI }, "options": { "tabSize": 2, "insertSpaces": true } }),
+            );
+            assert!(formatted.is_array() || formatted.is_null(), "{formatted}");
+            std::thread::sleep(Duration::from_millis(300));
+            let mut last = None;
+            while let Some(m) = c.backlog.pop_front() {
+                if m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == URI {
+                    last = Some(m["params"].clone());
+                }
+            }
+            while let Ok(m) = c.rx.recv_timeout(Duration::from_millis(500)) {
+                if m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == URI {
+                    last = Some(m["params"].clone());
+                }
+            }
+            let last = last.expect("the new text's diagnostics");
+            assert_eq!(last["version"], json!(new), "{old}->{new}: {last}");
+            let diagnostics = last["diagnostics"].as_array().unwrap();
+            assert_eq!(diagnostics, &expected, "{old}->{new}");
+        }
+    }
+}
+
 /// After `shutdown`, every request is answered "invalid request", whatever its
 /// method; `exit` then ends the process with 0.
 #[test]
@@ -1107,6 +1181,55 @@ fn requests_after_shutdown_are_invalid_whatever_their_method() {
     assert_eq!(c.request("shutdown", Value::Null), Value::Null);
     for method in ["foo/bar", "$/foo", "textDocument/hover"] {
         let e = c.request_raw(method, json!({}));
+        assert_eq!(e["error"]["code"], -32600, "{method}: {e}");
+    }
+    c.notify("exit", Value::Null);
+    assert!(c.wait_exit().success());
+}
+
+/// The session's phase follows the order of the client's messages, not how far the
+/// server has got with them: requests written in one piece behind `shutdown` are
+/// invalid, and any request before `initialize` (a method the server does not know
+/// included) is -32002.
+#[test]
+fn the_order_of_the_messages_decides_their_phase() {
+    let frame = |message: Value| {
+        let body = message.to_string();
+        format!("Content-Length: {}\r\n\r\n{body}", body.len())
+    };
+    let mut c = Client::start(&[]);
+    let early = [
+        ("foo/bar", 101),
+        ("$/foo", 102),
+        ("textDocument/hover", 103),
+    ];
+    let mut burst = String::new();
+    for (method, id) in early {
+        burst.push_str(&frame(
+            json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": {} }),
+        ));
+    }
+    c.send_raw(burst.as_bytes());
+    for (method, id) in early {
+        let e = c.request_raw_reply(id);
+        assert_eq!(e["error"]["code"], -32002, "{method}: {e}");
+    }
+    c.initialize(None);
+    let mut burst = frame(json!({ "jsonrpc": "2.0", "id": 200, "method": "shutdown" }));
+    let late = [
+        ("foo/bar", 201),
+        ("$/foo", 202),
+        ("textDocument/hover", 203),
+    ];
+    for (method, id) in late {
+        burst.push_str(&frame(
+            json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": {} }),
+        ));
+    }
+    c.send_raw(burst.as_bytes());
+    assert_eq!(c.request_raw_reply(200)["result"], Value::Null);
+    for (method, id) in late {
+        let e = c.request_raw_reply(id);
         assert_eq!(e["error"]["code"], -32600, "{method}: {e}");
     }
     c.notify("exit", Value::Null);

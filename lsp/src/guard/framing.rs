@@ -27,11 +27,9 @@
 //! message instead of swallowing it, and lets a bogus huge length recover at the next
 //! real frame instead of swallowing the rest of the session.
 
-use std::sync::atomic::Ordering;
-
 use tower_lsp_server::ls_types::DidChangeTextDocumentParams;
 
-use super::message::{check_in, Checked, Rejection};
+use super::message::{check_in, Checked, Phase, Rejection};
 
 /// The largest header block accepted.
 pub const MAX_HEADER: usize = 8 * 1024;
@@ -57,6 +55,8 @@ pub enum Event {
 pub struct Framer {
     buf: Vec<u8>,
     state: State,
+    /// Where the session stands by the messages framed so far.
+    phase: Phase,
 }
 
 #[derive(Debug, Default)]
@@ -152,8 +152,7 @@ impl Framer {
                         if !keep {
                             continue;
                         }
-                        let shut_down = crate::server::SHUT_DOWN.load(Ordering::SeqCst);
-                        return Some(match check_in(&body, shut_down) {
+                        return Some(match check_in(&body, &mut self.phase) {
                             Ok(Checked::Other) => Event::Message(body),
                             Ok(Checked::Change(params)) => Event::Change(body, params),
                             Err(rejection) => Event::Reject(rejection),
@@ -329,17 +328,25 @@ fn find_ignore_case(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 mod tests {
     use super::*;
 
+    /// A framer past `initialize`, where requests pass.
+    fn running() -> Framer {
+        Framer {
+            phase: Phase::Running,
+            ..Framer::default()
+        }
+    }
+
     fn frame(body: &str) -> String {
         format!("Content-Length: {}\r\n\r\n{body}", body.len())
     }
 
     const OK: &str = r#"{"jsonrpc":"2.0","method":"initialized","params":{}}"#;
-    const OK2: &str = r#"{"jsonrpc":"2.0","id":2,"method":"shutdown"}"#;
+    const OK2: &str = r#"{"jsonrpc":"2.0","id":2,"method":"textDocument/hover","params":{}}"#;
 
     /// The events for `input`, pushed in one piece and byte by byte, which must agree.
     fn events(input: &[u8]) -> Vec<Event> {
         let run = |chunks: &mut dyn Iterator<Item = &[u8]>| {
-            let mut framer = Framer::default();
+            let mut framer = running();
             let mut out = Vec::new();
             for chunk in chunks {
                 framer.push(chunk);
@@ -460,7 +467,7 @@ mod tests {
 
     #[test]
     fn an_oversized_body_is_dropped_as_it_arrives() {
-        let mut framer = Framer::default();
+        let mut framer = running();
         framer.push(format!("Content-Length: {}\r\n\r\n", MAX_BODY + 1).as_bytes());
         assert!(matches!(framer.next(), Some(Event::Reject(r)) if r.code == -32700));
         let chunk = vec![b' '; 1 << 20];
@@ -516,7 +523,7 @@ mod tests {
             input.push_str(&frame(OK));
             let whole = events(input.as_bytes());
             assert_eq!(whole.last(), Some(&Event::Message(OK.into())), "{input:?}");
-            let mut framer = Framer::default();
+            let mut framer = running();
             let mut chunked = Vec::new();
             let mut rest = input.as_bytes();
             while !rest.is_empty() {

@@ -17,6 +17,21 @@ pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 /// The JSON-RPC error code for a request no handler takes.
 pub const METHOD_NOT_FOUND: i64 = -32601;
+/// The protocol's error code for a request before `initialize`.
+pub const SERVER_NOT_INITIALIZED: i64 = -32002;
+
+/// Where the session stands by the client's messages, in the order they come (the
+/// server may not have handled them yet): a request sent right behind `shutdown`, in
+/// the same write, comes after it all the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Phase {
+    /// No `initialize` request yet: every other request is answered -32002.
+    #[default]
+    Uninitialized,
+    Running,
+    /// A `shutdown` request came: every request is answered "invalid request".
+    ShutDown,
+}
 
 /// A malformed message and what to answer it.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,26 +86,38 @@ pub enum Checked {
 /// Whether `body` is a message the server can take, and which; else what to answer.
 #[cfg(test)]
 pub fn check(body: &[u8]) -> Result<Checked, Rejection> {
-    check_in(body, false)
+    check_in(body, &mut Phase::Running)
 }
 
-/// As [`check`]; once the server has answered `shutdown` (`shut_down`), every request
-/// is answered "invalid request", whatever its method (LSP 3.17, *shutdown*: the
-/// library does so for the methods it knows, and answers others "not found").
-pub fn check_in(body: &[u8], shut_down: bool) -> Result<Checked, Rejection> {
+/// As [`check`], in the session's `phase`, which an `initialize` or `shutdown`
+/// request that passes moves on. Before `initialize`, every other request is answered
+/// -32002; after `shutdown`, every request "invalid request", whatever its method
+/// (LSP 3.17, *initialize* and *shutdown*: the library does so for the methods it
+/// knows, and answers others "not found").
+pub fn check_in(body: &[u8], phase: &mut Phase) -> Result<Checked, Rejection> {
     let text = std::str::from_utf8(body)
         .map_err(|e| Rejection::parse_error(format_args!("the body is not UTF-8: {e}")))?;
     // Reading the whole value also checks the parts the typed reads below skip
     // (unknown fields), such as a lone surrogate in one of them.
     let value: Value = serde_json::from_str(text).map_err(Rejection::parse_error)?;
-    let request = value.get("method").is_some_and(Value::is_string)
-        && value.get("id").is_some_and(|id| !id.is_null());
-    if shut_down && request {
-        return Err(Rejection {
-            code: INVALID_REQUEST,
-            message: "Invalid Request: the server has been shut down".to_owned(),
-            id: reply_id(&value),
-        });
+    let method = value.get("method").and_then(Value::as_str);
+    let request = method.is_some() && value.get("id").is_some_and(|id| !id.is_null());
+    match *phase {
+        Phase::ShutDown if request => {
+            return Err(Rejection {
+                code: INVALID_REQUEST,
+                message: "Invalid Request: the server has been shut down".to_owned(),
+                id: reply_id(&value),
+            })
+        }
+        Phase::Uninitialized if request && method != Some("initialize") => {
+            return Err(Rejection {
+                code: SERVER_NOT_INITIALIZED,
+                message: "Server not initialized".to_owned(),
+                id: reply_id(&value),
+            })
+        }
+        _ => {}
     }
     if let Some(method) = dollar_request(&value) {
         // The library drops every `$/` method it does not know, requests included;
@@ -102,6 +129,11 @@ pub fn check_in(body: &[u8], shut_down: bool) -> Result<Checked, Rejection> {
         });
     }
     if is_message(&value, text) {
+        match (*phase, method) {
+            (Phase::Uninitialized, Some("initialize")) if request => *phase = Phase::Running,
+            (Phase::Running, Some("shutdown")) if request => *phase = Phase::ShutDown,
+            _ => {}
+        }
         Ok(change(value).map_or(Checked::Other, Checked::Change))
     } else {
         Err(Rejection::invalid_request(reply_id(&value)))
@@ -223,7 +255,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":"x","method":"$/foo"}"#,
             r#"{"jsonrpc":"2.0","id":4,"method":"textDocument/hover","params":{}}"#,
         ] {
-            let r = check_in(body.as_bytes(), true).unwrap_err();
+            let r = check_in(body.as_bytes(), &mut Phase::ShutDown).unwrap_err();
             assert_eq!(r.code, INVALID_REQUEST, "{body}");
             assert_ne!(r.id, Value::Null, "{body}");
         }
@@ -233,10 +265,64 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"result":null}"#,
         ] {
             assert_eq!(
-                check_in(body.as_bytes(), true),
+                check_in(body.as_bytes(), &mut Phase::ShutDown),
                 Ok(Checked::Other),
                 "{body}"
             );
+        }
+    }
+
+    /// The phase moves with the requests that pass, in their order: before
+    /// `initialize` every other request is -32002 (notifications pass, for the
+    /// library to drop), and a `shutdown` makes every later request invalid.
+    #[test]
+    fn the_phase_follows_initialize_and_shutdown() {
+        use Phase::*;
+        let mut phase = Phase::default();
+        for (body, code, after) in [
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"foo/bar","params":{}}"#,
+                Some(SERVER_NOT_INITIALIZED),
+                Uninitialized,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":2,"method":"$/foo"}"#,
+                Some(SERVER_NOT_INITIALIZED),
+                Uninitialized,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":3,"method":"shutdown"}"#,
+                Some(SERVER_NOT_INITIALIZED),
+                Uninitialized,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","method":"initialized","params":{}}"#,
+                None,
+                Uninitialized,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"capabilities":{}}}"#,
+                None,
+                Running,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":5,"method":"foo/bar","params":{}}"#,
+                None,
+                Running,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":6,"method":"shutdown"}"#,
+                None,
+                ShutDown,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":7,"method":"foo/bar","params":{}}"#,
+                Some(INVALID_REQUEST),
+                ShutDown,
+            ),
+        ] {
+            let got = check_in(body.as_bytes(), &mut phase).err().map(|r| r.code);
+            assert_eq!((got, phase), (code, after), "{body}");
         }
     }
 
