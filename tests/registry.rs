@@ -260,6 +260,9 @@ fn inconsistent_or_ambiguous_artifacts_are_refused_with_a_valid_hash() {
 
     let good = support_v1().canonical_bytes();
     assert!(verify_bytes(&good).is_ok());
+    // A byte-order mark before the document is no part of it, as for input files.
+    let marked = [b"\xEF\xBB\xBF".as_slice(), &good].concat();
+    assert_eq!(verify_bytes(&marked).unwrap(), verify_bytes(&good).unwrap());
     let text = String::from_utf8(good).unwrap();
     // A first `name` before the real one: a reader keeping the last sees the hashed
     // pack, one keeping the first another.

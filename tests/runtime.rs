@@ -1991,3 +1991,54 @@ fn val_paths_read_the_keys_one_by_one() {
     let dotted = json!({"==": [{"val": "ctx.user.age"}, null]});
     assert_eq!(fires(dotted, 15), Some(true));
 }
+
+/// A block cut by `truncate` keeps the longest prefix of its content (at a token
+/// boundary) whose whole text fits: the wrapper counted alone costs more than inside
+/// the text (`user: ` + `alpha` merge), and that difference is not left unused.
+#[test]
+fn truncation_keeps_the_longest_prefix_that_fits() {
+    let source = "pack \"acme/cut\" version \"1.0.0\"\nprompt system \"sys\"\nbudget {\n  total 1000\n  tokenizer o200k\n  bucket session { share 100% overflow truncate }\n}\nintent main { task \"t\" }\n";
+    let built = ctxpack::build::build_source("cut.ctxpack", source.to_owned())
+        .unwrap_or_else(|e| panic!("{}", e.summary()));
+    let pack = PreparedPack::new(built.artifact).unwrap();
+    let content = "alpha beta gamma delta epsilon zeta eta theta iota kappa";
+    let mut cut = 0;
+    for total in 6..40 {
+        let inputs = decode_inputs(
+            json!({ "run_id": "r", "safety_mode": "autonomous", "budget": { "total_tokens": total } }),
+            json!({ "request_id": "q", "intent": "main", "message": "hi", "channel": "web",
+                    "locale": "en-US", "history": [{ "role": "user", "content": content }] }),
+            None,
+            None,
+        )
+        .unwrap();
+        let cc = pack.compile(&inputs).unwrap();
+        let allotment = cc.budget_report.allocations["session"] as usize;
+        let Some(block) = cc.compiled_prompt.context_blocks.first() else {
+            continue;
+        };
+        if !block.truncated {
+            break;
+        }
+        let kept = block
+            .text
+            .strip_prefix("USER: ")
+            .or(block.text.strip_prefix("user: "));
+        let kept = kept.unwrap_or_else(|| panic!("{:?}", block.text));
+        assert!(block.tokens as usize <= allotment, "{total}");
+        // One more content token would not fit.
+        let next = ctxpack::tokens::truncate_to(Tokenizer::O200k, content, {
+            let n = ctxpack::tokens::count(Tokenizer::O200k, kept);
+            n + 1
+        });
+        let longer = block.text.replacen(kept, next, 1);
+        assert!(
+            ctxpack::tokens::count(Tokenizer::O200k, &longer) > allotment,
+            "total {total}: {:?} ({} tokens) leaves room for {next:?} in {allotment}",
+            block.text,
+            block.tokens
+        );
+        cut += 1;
+    }
+    assert!(cut >= 5, "{cut} truncated compiles");
+}

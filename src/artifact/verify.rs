@@ -155,6 +155,10 @@ pub fn check_templates(artifact: &Artifact) -> Result<(), String> {
 /// refused. `build` never writes one, and a reader that keeps the first copy (this
 /// one keeps the last) would see another pack under the same hash.
 pub fn parse_json(bytes: &[u8]) -> Result<Value, ArtifactError> {
+    // A byte-order mark is not part of the document (RFC 8259 lets a reader ignore
+    // it), as for every input file: an artifact saved by an editor that adds one
+    // still reads.
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     serde_json::from_slice::<crate::runtime::document::Document>(bytes)
         .map(|d| d.0)
         .map_err(|e| ArtifactError::Json(e.to_string()))

@@ -877,11 +877,65 @@ fn truncated(
         let text = c.text_with(cut, counter);
         let tokens = counter.count(&text);
         if tokens <= remaining {
-            return Some((text, tokens));
+            let fit = Fit {
+                target,
+                cut: cut.len(),
+                text,
+                tokens,
+            };
+            return Some(longest_fit(c, content, remaining, counter, wrapper, fit));
         }
         target = target.saturating_sub((tokens - remaining).max(1));
     }
     None
+}
+
+/// A cut of the content that fits: its content tokens, its length in bytes, and its
+/// whole text with that text's count.
+struct Fit {
+    target: usize,
+    cut: usize,
+    text: String,
+    tokens: usize,
+}
+
+/// From a cut that fits, the longest cut that still does: the wrapper counted alone
+/// (`wrapper` tokens) costs more than inside the whole text (its last token merges
+/// with the content's first, `"user: "` + `"alpha"`), so the first guess can leave a
+/// token or two of the allotment unused. Each step adds one content token and it
+/// stops at the first that does not fit; merging saves at most the wrapper's own
+/// tokens, so a few steps more than those are all it takes.
+fn longest_fit(
+    c: &Candidate<'_>,
+    content: &str,
+    remaining: usize,
+    counter: &dyn Counter,
+    wrapper: usize,
+    fit: Fit,
+) -> (String, usize) {
+    let mut best = (fit.text, fit.tokens);
+    let mut cut_len = fit.cut;
+    for more in (fit.target + 1..=remaining).take(wrapper + 2) {
+        if best.1 >= remaining {
+            break;
+        }
+        let cut = truncate_to(counter.kind(), content, more);
+        if cut.len() == content.len() {
+            break;
+        }
+        if cut.len() <= cut_len {
+            // The token ends inside a character: the next one may complete it.
+            continue;
+        }
+        let text = c.text_with(cut, counter);
+        let tokens = counter.count(&text);
+        if tokens > remaining {
+            break;
+        }
+        cut_len = cut.len();
+        best = (text, tokens);
+    }
+    best
 }
 
 /// [`truncated`] for `approx`, where a text costs ceil(bytes / 4): the longest prefix
