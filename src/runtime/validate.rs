@@ -265,6 +265,18 @@ pub(crate) fn check_type(value: &Value, ty: &Type, path: &str) -> Result<(), Com
     match (ty, value) {
         (Type::String, Value::String(_)) => Ok(()),
         (Type::Int, Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(()),
+        // An integer literal past 64 bits is read as a float: say so, rather than
+        // "found float" for a number written without a point.
+        (Type::Int, Value::Number(n))
+            if n.as_f64().is_some_and(|f| {
+                f >= 18_446_744_073_709_551_616.0 || f <= -9_223_372_036_854_775_808.0
+            }) =>
+        {
+            Err(CompileError::input(
+                path,
+                "expected int, found a number out of its range (an int is from -2^63 to 2^64 - 1)",
+            ))
+        }
         (Type::Float, Value::Number(_)) => Ok(()),
         (Type::Bool, Value::Bool(_)) => Ok(()),
         (Type::Timestamp, Value::String(s)) => {
@@ -433,6 +445,14 @@ mod tests {
             assert_eq!(
                 message(json!({"user": {"age": age, "tier": "pro"}})),
                 "request.context.user.age: expected int, found float",
+                "{written}"
+            );
+        }
+        for written in ["18446744073709551616", "-9223372036854775809", "1e30"] {
+            let age: Value = serde_json::from_str(written).unwrap();
+            assert_eq!(
+                message(json!({"user": {"age": age, "tier": "pro"}})),
+                "request.context.user.age: expected int, found a number out of its range (an int is from -2^63 to 2^64 - 1)",
                 "{written}"
             );
         }
