@@ -166,13 +166,13 @@ fn walk(text: &str) -> Walk {
 /// Local tags (`!foo`) need no walk: serde_norway refuses them itself.
 pub fn foreign_tag(text: &str) -> Option<(String, usize, usize)> {
     use saphyr_parser::{Event, Parser};
+    const CORE: &str = "tag:yaml.org,2002:";
     let bytes = text.as_bytes();
     if memchr::memmem::find(bytes, b"!!").is_none()
-        && memchr::memmem::find(bytes, b"tag:yaml.org,2002:").is_none()
+        && memchr::memmem::find(bytes, CORE.as_bytes()).is_none()
     {
         return None;
     }
-    const CORE: &str = "tag:yaml.org,2002:";
     const JSON: [&str; 7] = ["str", "int", "float", "bool", "null", "seq", "map"];
     for event in Parser::new_from_str(text) {
         let Ok((event, span)) = event else {

@@ -58,6 +58,13 @@ impl Fixture {
 
     /// `compile --json-errors` with the fixture's pack and inputs, where `extra` does
     /// not give its own `--pack`, `--run` or `--request`, then `extra`.
+    /// Compiles with `text` as the evidence file `name` (its extension picks the
+    /// format).
+    fn with_evidence(&self, name: &str, text: &str) -> Output {
+        write(self.dir.path(), name, text);
+        self.compile(&["--evidence", name])
+    }
+
     fn compile(&self, extra: &[&str]) -> Output {
         let mut cmd = ctxpack();
         cmd.current_dir(self.dir.path())
@@ -519,12 +526,10 @@ fn compile_exit_4_on_yaml_nan_or_infinity() {
     // JSON values cannot hold `.nan` or `.inf`: read as they are, they would become
     // `null`, an absent score or context field. They are refused, naming where.
     let f = Fixture::new();
-    write(
-        f.dir.path(),
+    let o = f.with_evidence(
         "evidence.yaml",
         "- id: kb-1\n  source: kb://x\n  content: Text.\n  score: .nan\n",
     );
-    let o = f.compile(&["--evidence", "evidence.yaml"]);
     assert_eq!(o.status.code(), Some(4));
     let e = json_error(&o);
     assert_eq!(e["kind"], "invalid_input");
@@ -532,22 +537,22 @@ fn compile_exit_4_on_yaml_nan_or_infinity() {
         e["message"].as_str().unwrap().contains("`[0].score`"),
         "{e}"
     );
-    write(
-        f.dir.path(),
-        "evidence.yaml",
-        "- id: kb-1\n  source: kb://x\n  content: Text.\n  score: -.inf\n",
-    );
     assert_eq!(
-        f.compile(&["--evidence", "evidence.yaml"]).status.code(),
+        f.with_evidence(
+            "evidence.yaml",
+            "- id: kb-1\n  source: kb://x\n  content: Text.\n  score: -.inf\n"
+        )
+        .status
+        .code(),
         Some(4)
     );
-    write(
-        f.dir.path(),
-        "evidence.yaml",
-        "- id: kb-1\n  source: kb://x\n  content: Text.\n  score: 0.5\n",
-    );
     assert_eq!(
-        f.compile(&["--evidence", "evidence.yaml"]).status.code(),
+        f.with_evidence(
+            "evidence.yaml",
+            "- id: kb-1\n  source: kb://x\n  content: Text.\n  score: 0.5\n"
+        )
+        .status
+        .code(),
         Some(0)
     );
     // An integer beyond 64 bits means what it means in JSON (a float), in either
@@ -592,8 +597,7 @@ fn compile_exit_4_on_yaml_with_no_json_form() {
         ("  content: Text.\n  meta: !!set {a, b}\n", "`!!set`"),
     ] {
         let text = format!("- id: kb-1\n  source: kb://x\n{content}");
-        write(f.dir.path(), "evidence.yaml", &text);
-        let o = f.compile(&["--evidence", "evidence.yaml"]);
+        let o = f.with_evidence("evidence.yaml", &text);
         let e = json_error(&o);
         assert_eq!(o.status.code(), Some(4), "{text}: {e}");
         assert_eq!(e["kind"], "invalid_input", "{text}");
@@ -602,13 +606,13 @@ fn compile_exit_4_on_yaml_with_no_json_form() {
         assert!(message.contains(expected), "{message}");
     }
     // The core tags JSON has types for are read as before.
-    write(
-        f.dir.path(),
-        "evidence.yaml",
-        "- id: !!str kb-1\n  source: kb://x\n  content: !!str Text.\n  score: !!float 0.5\n",
-    );
     assert_eq!(
-        f.compile(&["--evidence", "evidence.yaml"]).status.code(),
+        f.with_evidence(
+            "evidence.yaml",
+            "- id: !!str kb-1\n  source: kb://x\n  content: !!str Text.\n  score: !!float 0.5\n"
+        )
+        .status
+        .code(),
         Some(0)
     );
 }

@@ -288,14 +288,21 @@ pub(crate) fn parse_document(path: &Path, bytes: &[u8]) -> Result<Value, CliErro
             format!("`{}` has no JSON form: {e}", path.display()),
         )
     };
+    let unparseable = |e: &dyn std::fmt::Display| {
+        CliError::new(
+            "unparseable_input",
+            3,
+            format!("cannot parse `{}`: {e}", path.display()),
+        )
+    };
     // Well-formed YAML that no JSON value holds (a key that is a list or a map, a
     // local tag) is input of the wrong shape, exit 4; broken YAML is exit 3.
     let yaml = || {
         crate::yaml::from_slice::<Document>(bytes)
             .map(|v| v.0)
             .map_err(|e| match e.to_string() {
-                m if m.contains("invalid type: ") => Err(no_json_form(&m)),
-                m => Ok(m),
+                m if m.contains("invalid type: ") => no_json_form(&m),
+                m => unparseable(&m),
             })
     };
     let extension = path.extension().and_then(|e| e.to_str());
@@ -309,24 +316,14 @@ pub(crate) fn parse_document(path: &Path, bytes: &[u8]) -> Result<Value, CliErro
             // A `.json` file is JSON. Anything else (standard input, a file named
             // `run`, `run.txt`) is JSON, or else YAML; the error is JSON's unless the
             // text is YAML with no JSON form.
-            Err(e) if extension != Some("json") => {
-                (yaml().map_err(|y| y.and(Ok(e.to_string()))), true)
-            }
-            Err(e) => (Err(Ok(e.to_string())), false),
+            Err(e) if extension != Some("json") => (
+                yaml().map_err(|y| if y.exit_code == 4 { y } else { unparseable(&e) }),
+                true,
+            ),
+            Err(e) => (Err(unparseable(&e)), false),
         },
     };
-    let value = parsed.map_err(|e| {
-        e.map_or_else(
-            |invalid| invalid,
-            |e| {
-                CliError::new(
-                    "unparseable_input",
-                    3,
-                    format!("cannot parse `{}`: {e}", path.display()),
-                )
-            },
-        )
-    })?;
+    let value = parsed?;
     let text = || std::str::from_utf8(bytes).unwrap_or_default();
     if let Some((tag, line, column)) = from_yaml
         .then(|| crate::yaml::foreign_tag(text()))
