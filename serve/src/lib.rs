@@ -41,7 +41,7 @@ use ctxpack::runtime::{decode_inputs, CompileInputs, PreparedPack};
 use serde_json::Value;
 use tokio::sync::{OnceCell, Semaphore};
 
-use metrics::{CompileLabels, Metrics};
+use metrics::{CompileLabels, Metrics, PackMeters};
 
 /// How the service is set up.
 #[derive(Debug, Clone)]
@@ -73,6 +73,8 @@ pub struct Prepared {
     pub name: String,
     pub version: String,
     pub digest: String,
+    /// The pack's metric series, found once (see [`PackMeters`]).
+    pub meters: PackMeters,
 }
 
 type Loading = Arc<OnceCell<Result<Arc<Prepared>, CliError>>>;
@@ -214,12 +216,14 @@ fn load(registry: &Registry, reference: &PackRef) -> Result<Arc<Prepared>, CliEr
     let artifact = registry.load(reference).map_err(|e| registry_error(&e))?;
     let (name, version) = (artifact.name.clone(), artifact.version.clone());
     let digest = artifact.hash.clone().unwrap_or_default();
+    let meters = PackMeters::new(&artifact);
     let pack = PreparedPack::new(artifact).map_err(CliError::from)?;
     Ok(Arc::new(Prepared {
         pack,
         name,
         version,
         digest,
+        meters,
     }))
 }
 
@@ -717,10 +721,14 @@ async fn observe(State(service): State<Arc<Service>>, request: Request, next: Ne
     let started = Instant::now();
     // A bounded set: any other method token a client sends is `other`.
     let method = match request.method().as_str() {
-        m @ ("GET" | "POST" | "HEAD" | "PUT" | "DELETE" | "OPTIONS") => m,
+        "GET" => "GET",
+        "POST" => "POST",
+        "HEAD" => "HEAD",
+        "PUT" => "PUT",
+        "DELETE" => "DELETE",
+        "OPTIONS" => "OPTIONS",
         _ => "other",
-    }
-    .to_owned();
+    };
     let route = match request.uri().path() {
         "/v1/compile" => "/v1/compile",
         "/metrics" => "/metrics",
@@ -731,28 +739,20 @@ async fn observe(State(service): State<Arc<Service>>, request: Request, next: Ne
     let response = next.run(request).await;
     let elapsed = started.elapsed();
     let status = response.status().as_u16();
-    service.metrics.record_http(&method, route, status, elapsed);
-    let mut line = serde_json::json!({
-        "method": method,
-        "route": route,
-        "status": status,
-        "duration_ms": (elapsed.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0,
+    service.metrics.record_http(method, route, status, elapsed);
+    let outcome = response.extensions().get::<Outcome>();
+    let pack = outcome.and_then(|o| o.pack.as_ref());
+    log::line(&log::Line {
+        duration_ms: (elapsed.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0,
+        intent: outcome.and_then(|o| o.intent.as_deref()),
+        ledger_hash: outcome.and_then(|o| o.ledger_hash.as_deref()),
+        method,
+        outcome: outcome.map(|o| o.outcome),
+        pack: pack.map(|(name, _)| name.as_str()),
+        route,
+        status,
+        version: pack.map(|(_, version)| version.as_str()),
     });
-    if let (Some(outcome), Value::Object(map)) = (response.extensions().get::<Outcome>(), &mut line)
-    {
-        if let Some((pack, version)) = &outcome.pack {
-            map.insert("pack".into(), Value::from(pack.as_str()));
-            map.insert("version".into(), Value::from(version.as_str()));
-        }
-        if let Some(intent) = &outcome.intent {
-            map.insert("intent".into(), Value::from(intent.as_str()));
-        }
-        map.insert("outcome".into(), Value::from(outcome.outcome));
-        if let Some(hash) = &outcome.ledger_hash {
-            map.insert("ledger_hash".into(), Value::from(hash.as_str()));
-        }
-    }
-    log::line(&line);
     response
 }
 
@@ -801,9 +801,112 @@ mod tests {
             name: built.artifact.name.clone(),
             version: built.artifact.version.clone(),
             digest: String::new(),
+            meters: PackMeters::new(&built.artifact),
             pack: PreparedPack::new(built.artifact).unwrap(),
         });
         (dir, service, prepared)
+    }
+
+    /// The value of the sample `name{...}` whose labels include each of `labels`.
+    fn sample(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")))
+            .find(|l| labels.iter().all(|label| l.contains(label)))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    }
+
+    #[test]
+    fn a_packs_series_are_found_once_and_count_where_metrics_reads_them() {
+        let (_dir, service, prepared) = service_and_pack();
+        let case: Value = serde_json::from_slice(
+            &std::fs::read(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../tests/conformance/basic_supervised_refund/case.json"),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let inputs =
+            decode_inputs(case["run"].clone(), case["request"].clone(), None, None).unwrap();
+        let mut compiled = prepared.pack.compile(&inputs).unwrap();
+        let report = &mut compiled.budget_report;
+        // A declared bucket (a slot of the pack's meters) and a name the pack does not
+        // declare (looked up in the family each time) both count.
+        for bucket in ["evidence", "undeclared"] {
+            report.bucket_truncations.insert(bucket.into(), true);
+            report
+                .dropped_block_ids
+                .insert(bucket.into(), vec!["a".into(), "b".into()]);
+        }
+        let metrics = &service.metrics;
+        let elapsed = Duration::from_millis(1);
+        metrics.record_compile(&prepared, Some(&compiled), "ok", elapsed);
+        metrics.record_compile(&prepared, Some(&compiled), "refused", elapsed);
+        // The same pack prepared again (after it left the cache) has new slots, which
+        // find the same series.
+        let again = Prepared {
+            pack: PreparedPack::new(prepared.pack.artifact().clone()).unwrap(),
+            name: prepared.name.clone(),
+            version: prepared.version.clone(),
+            digest: String::new(),
+            meters: PackMeters::new(prepared.pack.artifact()),
+        };
+        metrics.record_compile(&again, Some(&compiled), "ok", elapsed);
+        metrics.record_compile(&again, None, "invalid_input", elapsed);
+        let text = metrics.encode();
+        let pack = "pack=\"conformance/shop\"";
+        let intent = "intent=\"refund\"";
+        let at = |name: &str, labels: &[&str]| sample(&text, name, labels);
+        assert_eq!(
+            at("ctxpack_compiles_total", &[pack, intent, "outcome=\"ok\""]),
+            Some(2.0),
+            "{text}"
+        );
+        assert_eq!(
+            at(
+                "ctxpack_compiles_total",
+                &[pack, intent, "outcome=\"refused\""]
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            at(
+                "ctxpack_compiles_total",
+                &[pack, "intent=\"\"", "outcome=\"invalid_input\""]
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            at("ctxpack_compile_duration_seconds_count", &[pack]),
+            Some(4.0)
+        );
+        assert_eq!(
+            at("ctxpack_tools_surfaced_count", &[pack, intent]),
+            Some(3.0)
+        );
+        for bucket in ["bucket=\"evidence\"", "bucket=\"undeclared\""] {
+            assert_eq!(
+                at("ctxpack_bucket_truncations_total", &[pack, intent, bucket]),
+                Some(3.0),
+                "{text}"
+            );
+            assert_eq!(
+                at("ctxpack_dropped_blocks_total", &[pack, intent, bucket]),
+                Some(6.0)
+            );
+        }
+        // A series appears once it is first recorded, not when the pack is prepared.
+        assert_eq!(
+            at("ctxpack_bucket_truncations_total", &["bucket=\"policy\""]),
+            None
+        );
+        assert_eq!(
+            at(
+                "ctxpack_compiles_total",
+                &[intent, "outcome=\"internal_error\""]
+            ),
+            None
+        );
     }
 
     #[test]

@@ -57,9 +57,33 @@ fn pending() -> std::sync::MutexGuard<'static, Pending> {
     PENDING.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Appends `value` as one line, and writes the buffer out if it is due.
-pub fn line(value: &serde_json::Value) {
-    let text = value.to_string();
+/// One request's line: route, status and duration, and for compiles the pack,
+/// version, intent, outcome and ledger hash — never prompt text or evidence. The
+/// members are written in this order, which is the order of their names.
+#[derive(Debug, serde::Serialize)]
+pub struct Line<'a> {
+    pub duration_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub intent: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ledger_hash: Option<&'a str>,
+    pub method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pack: Option<&'a str>,
+    pub route: &'a str,
+    pub status: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<&'a str>,
+}
+
+/// Appends `line` as one line, and writes the buffer out if it is due.
+pub fn line(line: &Line<'_>) {
+    // A struct of strings and numbers always serializes.
+    let Ok(text) = serde_json::to_string(line) else {
+        return;
+    };
     if pending().append(&text, Instant::now()) {
         flush();
     }
@@ -87,6 +111,44 @@ mod tests {
             bytes: Vec::new(),
             since: None,
         }
+    }
+
+    #[test]
+    fn a_line_has_its_members_in_name_order_and_leaves_out_the_absent_ones() {
+        let probe = Line {
+            duration_ms: 0.25,
+            intent: None,
+            ledger_hash: None,
+            method: "GET",
+            outcome: None,
+            pack: None,
+            route: "/healthz",
+            status: 200,
+            version: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&probe).unwrap(),
+            r#"{"duration_ms":0.25,"method":"GET","route":"/healthz","status":200}"#
+        );
+        let compile = Line {
+            duration_ms: 1.5,
+            intent: Some("refund"),
+            ledger_hash: Some("blake3:00"),
+            method: "POST",
+            outcome: Some("ok"),
+            pack: Some("acme/shop"),
+            route: "/v1/compile",
+            status: 200,
+            version: Some("1.0.0"),
+        };
+        assert_eq!(
+            serde_json::to_string(&compile).unwrap(),
+            concat!(
+                r#"{"duration_ms":1.5,"intent":"refund","ledger_hash":"blake3:00","#,
+                r#""method":"POST","outcome":"ok","pack":"acme/shop","route":"/v1/compile","#,
+                r#""status":200,"version":"1.0.0"}"#
+            )
+        );
     }
 
     #[test]

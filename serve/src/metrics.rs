@@ -18,7 +18,7 @@
 //! request text. A compile that fails before an intent is resolved is counted with
 //! intent `""`.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -28,6 +28,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+use ctxpack::artifact::Artifact;
 use ctxpack::runtime::CompiledContext;
 
 use crate::Prepared;
@@ -44,7 +45,7 @@ struct OutcomeLabels {
     pack: String,
     version: String,
     intent: String,
-    outcome: String,
+    outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -63,19 +64,104 @@ struct BucketLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PreparationLabels {
-    outcome: String,
+    outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct HttpLabels {
-    method: String,
-    route: String,
+    method: &'static str,
+    route: &'static str,
     status: u16,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RouteLabels {
-    route: String,
+    route: &'static str,
+}
+
+/// A prepared pack's series, kept with the pack: each is looked up in its family
+/// (label set built, hashed, found) the first time a compile of the pack records it,
+/// and later compiles count on the handle. A series appears in `/metrics` once it is
+/// first recorded, as with a lookup per compile. Families never drop a series, so a
+/// handle stays the one `/metrics` reads, and a pack prepared again (after it left the
+/// cache) finds the same series.
+pub struct PackMeters {
+    duration: OnceLock<Histogram>,
+    /// One per intent the pack declares, in the artifact's order.
+    intents: Vec<IntentMeters>,
+}
+
+struct IntentMeters {
+    name: String,
+    ok: OnceLock<Counter>,
+    refused: OnceLock<Counter>,
+    tools: OnceLock<Histogram>,
+    /// One per bucket of the pack's budget, in the artifact's order.
+    buckets: Vec<BucketMeters>,
+}
+
+struct BucketMeters {
+    name: String,
+    truncations: OnceLock<Counter>,
+    dropped: OnceLock<Counter>,
+}
+
+impl PackMeters {
+    /// Empty slots for the intents and buckets `artifact` declares.
+    pub fn new(artifact: &Artifact) -> PackMeters {
+        let buckets = artifact.budget.as_ref().map_or(&[][..], |b| &b.buckets[..]);
+        PackMeters {
+            duration: OnceLock::new(),
+            intents: artifact
+                .intents
+                .iter()
+                .map(|intent| IntentMeters {
+                    name: intent.name.clone(),
+                    ok: OnceLock::new(),
+                    refused: OnceLock::new(),
+                    tools: OnceLock::new(),
+                    buckets: buckets
+                        .iter()
+                        .map(|bucket| BucketMeters {
+                            name: bucket.name.clone(),
+                            truncations: OnceLock::new(),
+                            dropped: OnceLock::new(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    fn intent(&self, name: &str) -> Option<&IntentMeters> {
+        self.intents.iter().find(|i| i.name == name)
+    }
+}
+
+impl IntentMeters {
+    fn bucket(&self, name: &str) -> Option<&BucketMeters> {
+        self.buckets.iter().find(|b| b.name == name)
+    }
+}
+
+/// The series in `slot`, looked up in `family` the first time (`slot` is `None`
+/// when the pack did not declare the intent or bucket: looked up each time).
+fn series<'a, L, M, C>(
+    slot: Option<&'a OnceLock<M>>,
+    family: &Family<L, M, C>,
+    labels: impl FnOnce() -> L,
+) -> std::borrow::Cow<'a, M>
+where
+    L: Clone + std::hash::Hash + Eq,
+    M: Clone,
+    C: prometheus_client::metrics::family::MetricConstructor<M>,
+{
+    match slot {
+        Some(slot) => {
+            std::borrow::Cow::Borrowed(slot.get_or_init(|| family.get_or_create_owned(&labels())))
+        }
+        None => std::borrow::Cow::Owned(family.get_or_create_owned(&labels())),
+    }
 }
 
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
@@ -176,24 +262,29 @@ impl Metrics {
         &self,
         prepared: &Prepared,
         compiled: Option<&CompiledContext>,
-        outcome: &str,
+        outcome: &'static str,
         elapsed: Duration,
     ) {
+        let meters = &prepared.meters;
         let intent = compiled.map_or("", |c| c.intent.name.as_str());
-        self.compiles
-            .get_or_create(&OutcomeLabels {
-                pack: prepared.name.clone(),
-                version: prepared.version.clone(),
-                intent: intent.to_owned(),
-                outcome: outcome.to_owned(),
-            })
-            .inc();
-        self.duration
-            .get_or_create(&PackLabels {
-                pack: prepared.name.clone(),
-                version: prepared.version.clone(),
-            })
-            .observe(elapsed.as_secs_f64());
+        let slots = meters.intent(intent);
+        let outcome_slot = slots.and_then(|s| match outcome {
+            "ok" => Some(&s.ok),
+            "refused" => Some(&s.refused),
+            _ => None,
+        });
+        series(outcome_slot, &self.compiles, || OutcomeLabels {
+            pack: prepared.name.clone(),
+            version: prepared.version.clone(),
+            intent: intent.to_owned(),
+            outcome,
+        })
+        .inc();
+        series(Some(&meters.duration), &self.duration, || PackLabels {
+            pack: prepared.name.clone(),
+            version: prepared.version.clone(),
+        })
+        .observe(elapsed.as_secs_f64());
         let Some(cc) = compiled else { return };
         let bucket = |name: &str| BucketLabels {
             pack: prepared.name.clone(),
@@ -204,14 +295,14 @@ impl Metrics {
         let report = &cc.budget_report;
         for (name, truncated) in &report.bucket_truncations {
             if *truncated {
-                self.truncations.get_or_create(&bucket(name)).inc();
+                let slot = slots.and_then(|s| s.bucket(name)).map(|b| &b.truncations);
+                series(slot, &self.truncations, || bucket(name)).inc();
             }
         }
         for (name, ids) in &report.dropped_block_ids {
             if !ids.is_empty() {
-                self.dropped
-                    .get_or_create(&bucket(name))
-                    .inc_by(ids.len() as u64);
+                let slot = slots.and_then(|s| s.bucket(name)).map(|b| &b.dropped);
+                series(slot, &self.dropped, || bucket(name)).inc_by(ids.len() as u64);
             }
         }
         let surfaced = cc
@@ -220,32 +311,35 @@ impl Metrics {
             .iter()
             .filter(|t| t.surfaced)
             .count();
-        self.tools
-            .get_or_create(&crate::labels(prepared, intent))
-            .observe(surfaced as f64);
+        series(slots.map(|s| &s.tools), &self.tools, || {
+            crate::labels(prepared, intent)
+        })
+        .observe(surfaced as f64);
     }
 
     pub(crate) fn record_preparation(&self, ok: bool) {
         let outcome = if ok { "ok" } else { "failed" };
         self.preparations
-            .get_or_create(&PreparationLabels {
-                outcome: outcome.to_owned(),
-            })
+            .get_or_create(&PreparationLabels { outcome })
             .inc();
     }
 
-    pub(crate) fn record_http(&self, method: &str, route: &str, status: u16, elapsed: Duration) {
+    pub(crate) fn record_http(
+        &self,
+        method: &'static str,
+        route: &'static str,
+        status: u16,
+        elapsed: Duration,
+    ) {
         self.http
             .get_or_create(&HttpLabels {
-                method: method.to_owned(),
-                route: route.to_owned(),
+                method,
+                route,
                 status,
             })
             .inc();
         self.http_duration
-            .get_or_create(&RouteLabels {
-                route: route.to_owned(),
-            })
+            .get_or_create(&RouteLabels { route })
             .observe(elapsed.as_secs_f64());
     }
 
