@@ -914,3 +914,72 @@ fn compile_pretty_is_the_same_envelope_indented() {
         serde_json::from_slice::<Value>(&pretty.stdout).unwrap()
     );
 }
+
+/// JSON does not tell `120` from `120.0`, and hosts differ in which they write
+/// (JavaScript writes `120`): a `float` field reads either as the float it is
+/// declared, so that the prompt, the policies and the ledger hash are the same from
+/// every host.
+#[test]
+fn a_float_field_given_an_integer_compiles_as_the_float() {
+    let f = Fixture::new();
+    let source = std::fs::read_to_string(repo("tests/conformance/packs/shop.ctxpack"))
+        .unwrap()
+        .replace(
+            "  order.total: float?\n",
+            "  order.total: float?\n  order.splits: list<float>?\n",
+        )
+        .replace(
+            "task \"Help with a refund for order {{ ctx.order.id | \\\"(none)\\\" }}.\"",
+            "task \"Refund {{ ctx.order.total }} in parts {{ ctx.order.splits }}.\"",
+        )
+        .replace(
+            "policy pii {",
+            "policy listed priority 70 {\n  when ctx.order.total in [120.0, 130.0]\n  instruct \"A listed amount.\"\n}\n\npolicy pii {",
+        );
+    assert!(source.contains("ctx.order.splits }}") && source.contains("policy listed"));
+    write(f.dir.path(), "floats.ctxpack", &source);
+    ctxpack()
+        .current_dir(f.dir.path())
+        .args(["build", "floats.ctxpack", "-o", "floats.json"])
+        .assert()
+        .success();
+    let request: Value =
+        serde_json::from_slice(&std::fs::read(f.path("request.json")).unwrap()).unwrap();
+    let compiled = |total: Value, splits: Value, format: &str| {
+        let mut request = request.clone();
+        request["context"]["order"]["total"] = total;
+        request["context"]["order"]["splits"] = splits;
+        let name = format!("request.{format}");
+        match format {
+            "json" => write_json(f.dir.path(), &name, &request),
+            _ => write(
+                f.dir.path(),
+                &name,
+                &serde_norway::to_string(&request).unwrap(),
+            ),
+        };
+        let o = f.compile(&["--pack", "floats.json", "--request", &name]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        o.stdout
+    };
+    let as_floats = compiled(json!(120.0), json!([60.0, 60.0]), "json");
+    let envelope: Value = serde_json::from_slice(&as_floats).unwrap();
+    let text = envelope.to_string();
+    assert!(text.contains("Refund 120.0 in parts 60.0, 60.0."), "{text}");
+    assert!(text.contains("A listed amount."), "{text}");
+    for (total, splits, format) in [
+        (json!(120), json!([60, 60]), "json"),
+        (json!(120), json!([60.0, 60]), "yaml"),
+    ] {
+        let written = compiled(total, splits, format);
+        assert_eq!(
+            String::from_utf8_lossy(&written),
+            String::from_utf8_lossy(&as_floats)
+        );
+    }
+}

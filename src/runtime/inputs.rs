@@ -81,6 +81,20 @@ pub struct RunBudget {
     pub total_tokens: Option<u64>,
 }
 
+impl CompileInputs {
+    /// These inputs with `context` for the request's context.
+    pub(crate) fn with_context(&self, context: Value) -> CompileInputs {
+        let mut request = InvokeRequest::clone(&self.request);
+        request.context = context;
+        CompileInputs {
+            run: self.run.clone(),
+            request: Arc::new(request),
+            evidence: Arc::clone(&self.evidence),
+            memory: Arc::clone(&self.memory),
+        }
+    }
+}
+
 /// One invocation of the agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -370,6 +370,15 @@ impl PreparedPack {
     fn compile_stages(&self, inputs: &CompileInputs) -> Result<CompiledContext, CompileError> {
         let (prompts, budget) = prompts_and_budget(&self.artifact)?;
         validate::validate_inputs(&self.schema, &self.bucket_names, &self.lane_blocks, inputs)?;
+        let with_floats;
+        let inputs = match validate::floats_written_as_floats(&self.schema, &inputs.request.context)
+        {
+            Some(context) => {
+                with_floats = inputs.with_context(context);
+                &with_floats
+            }
+            None => inputs,
+        };
         let limits = budget::Limits::new(budget, &inputs.run);
         let count = |text: &str| self.count(limits.tokenizer, text);
 

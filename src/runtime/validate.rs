@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Number, Value};
 
 use crate::artifact::{ContextField, Type};
 
@@ -254,6 +254,72 @@ fn validate_group(
         }
     }
     Ok(())
+}
+
+/// The request context with each number in a `float` field (or a `list<float>`) that
+/// is written as an integer written as a float instead (`120` as `120.0`), or `None`
+/// when there is none, the usual case, and nothing is copied. JSON does not tell `120`
+/// from `120.0`, and hosts differ in which they write (JavaScript cannot write
+/// `120.0`); read as the `float` it is declared, one value renders, compares and
+/// hashes the same from every host. Runs on a validated context.
+pub(crate) fn floats_written_as_floats(schema: &SchemaNode, context: &Value) -> Option<Value> {
+    if !has_integral_float(schema, context) {
+        return None;
+    }
+    let mut context = context.clone();
+    write_floats(schema, &mut context);
+    Some(context)
+}
+
+fn has_integral_float(node: &SchemaNode, value: &Value) -> bool {
+    match (node, value) {
+        (SchemaNode::Group(children), Value::Object(map)) => children
+            .iter()
+            .any(|(key, child)| map.get(key).is_some_and(|v| has_integral_float(child, v))),
+        (SchemaNode::Field { ty, .. }, value) => integral_float(ty, value),
+        _ => false,
+    }
+}
+
+fn integral_float(ty: &Type, value: &Value) -> bool {
+    match (ty, value) {
+        (Type::Float, Value::Number(n)) => !n.is_f64(),
+        (Type::List { items }, Value::Array(elements)) => {
+            elements.iter().any(|e| integral_float(items, e))
+        }
+        _ => false,
+    }
+}
+
+fn write_floats(node: &SchemaNode, value: &mut Value) {
+    match (node, value) {
+        (SchemaNode::Group(children), Value::Object(map)) => {
+            for (key, child) in children {
+                if let Some(v) = map.get_mut(key) {
+                    write_floats(child, v);
+                }
+            }
+        }
+        (SchemaNode::Field { ty, .. }, value) => write_float(ty, value),
+        _ => {}
+    }
+}
+
+fn write_float(ty: &Type, value: &mut Value) {
+    match (ty, value) {
+        (Type::Float, Value::Number(n)) if !n.is_f64() => {
+            // An integer is always a finite f64 (the nearest one past 2^53).
+            if let Some(float) = n.as_f64().and_then(Number::from_f64) {
+                *n = float;
+            }
+        }
+        (Type::List { items }, Value::Array(elements)) => {
+            for element in elements {
+                write_float(items, element);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Checks `value` against `ty` exactly: no coercion between kinds. The one widening is
@@ -512,5 +578,49 @@ mod tests {
     fn conflicting_schema_is_invalid() {
         let e = SchemaNode::build(&[field("a", Type::Int, false), field("a.b", Type::Int, false)]);
         assert_eq!(e.unwrap_err().kind(), "invalid_artifact");
+    }
+
+    #[test]
+    fn numbers_in_float_fields_are_written_as_floats() {
+        let schema = SchemaNode::build(&[
+            field("user.age", Type::Int, false),
+            field("order.total", Type::Float, true),
+            field(
+                "order.splits",
+                Type::List {
+                    items: Box::new(Type::Float),
+                },
+                true,
+            ),
+            field(
+                "order.counts",
+                Type::List {
+                    items: Box::new(Type::Int),
+                },
+                true,
+            ),
+        ])
+        .unwrap();
+        let rewritten = |context: Value| floats_written_as_floats(&schema, &context);
+        let context = json!({
+            "user": {"age": 34},
+            "order": {"total": 120, "splits": [1, 2.5, -3], "counts": [1, 2]},
+        });
+        let floats = rewritten(context.clone()).unwrap();
+        assert_eq!(
+            floats.to_string(),
+            r#"{"order":{"counts":[1,2],"splits":[1.0,2.5,-3.0],"total":120.0},"user":{"age":34}}"#
+        );
+        // Written as floats already (or no float given): nothing to copy.
+        assert_eq!(rewritten(floats), None);
+        assert_eq!(rewritten(json!({"user": {"age": 34}})), None);
+        assert_eq!(rewritten(json!({"user": {"age": 34}, "order": null})), None);
+        // Past 2^53, the nearest float, as a float field holds it.
+        assert_eq!(
+            rewritten(json!({"user": {"age": 1}, "order": {"total": 9_007_199_254_740_993_u64}}))
+                .unwrap()["order"]["total"]
+                .to_string(),
+            "9007199254740992.0"
+        );
     }
 }
