@@ -401,3 +401,20 @@ fn added_intents_and_session_directives_are_called_out() {
         );
     }
 }
+
+/// The budget's header counts every change listed under it: its own fields (total,
+/// tokenizer) beside its buckets'.
+#[test]
+fn the_budget_header_counts_its_own_fields_too() {
+    let a = support_v1();
+    let mut b = a.clone();
+    let budget = b.budget.as_mut().unwrap();
+    budget.total *= 2;
+    let text = render::to_human(&diff(&a, &b));
+    assert!(text.contains("\nBudget: 1 changed\n  ~ total: "), "{text}");
+    b.budget.as_mut().unwrap().buckets[0].share_ppm -= 10_000;
+    b.budget.as_mut().unwrap().buckets[1].share_ppm += 10_000;
+    let text = render::to_human(&diff(&a, &b));
+    assert!(text.contains("\nBudget: 3 changed\n  ~ total: "), "{text}");
+    assert_eq!(text.matches("  ~ bucket ").count(), 2, "{text}");
+}

@@ -187,6 +187,47 @@ fn published_versions_are_immutable() {
     );
 }
 
+/// Semver ignores build metadata when it orders versions: `1.0.0+build` beside
+/// `1.0.0` would be one version with two contents, so it is refused like a second
+/// artifact under `1.0.0`, either way round; other build metadata on a version not
+/// yet published is a version like any other.
+#[test]
+fn a_version_that_differs_only_in_build_metadata_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Registry::open(dir.path());
+    registry.publish(&artifact("acme/meta", "1.0.0")).unwrap();
+    registry
+        .publish(&artifact("acme/meta", "1.1.0+ci.7"))
+        .unwrap();
+    for (version, published) in [
+        ("1.0.0+evil", "1.0.0"),
+        ("1.1.0", "1.1.0+ci.7"),
+        ("1.1.0+ci.8", "1.1.0+ci.7"),
+    ] {
+        let err = registry
+            .publish(&artifact("acme/meta", version))
+            .unwrap_err();
+        assert!(matches!(err, RegistryError::SameVersion { .. }), "{err:?}");
+        assert_eq!((err.exit_code(), err.kind()), (4, "version_conflict"));
+        let message = err.to_string();
+        assert!(
+            message.contains(&format!("`acme/meta@{version}` differs from the published `{published}` only in build metadata")),
+            "{message}"
+        );
+    }
+    // The same bytes again are still a no-op, and a pre-release is its own version.
+    registry
+        .publish(&artifact("acme/meta", "1.1.0+ci.7"))
+        .unwrap();
+    registry
+        .publish(&artifact("acme/meta", "1.1.0-rc.1"))
+        .unwrap();
+    assert_eq!(
+        versions(&registry, "acme/meta"),
+        ["1.0.0", "1.1.0-rc.1", "1.1.0+ci.7"]
+    );
+}
+
 /// Changes one byte of content and keeps the recorded hash.
 fn tamper(bytes: &[u8]) -> Vec<u8> {
     let text = String::from_utf8(bytes.to_vec()).unwrap();

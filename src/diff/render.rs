@@ -71,7 +71,13 @@ pub fn to_human(diff: &ArtifactDiff) -> String {
     section(&mut out, "Tools", &diff.tools);
     section(&mut out, "Policies", &diff.policies);
     if !diff.budget.changes.is_empty() || !diff.budget.buckets.is_empty() {
-        let _ = writeln!(out, "\nBudget:{}", counts(&diff.budget.buckets));
+        // The budget's own fields (total, tokenizer) count as changes beside its
+        // buckets', so that the count is the number of lines below it.
+        let _ = writeln!(
+            out,
+            "\nBudget:{}",
+            counts_with(&diff.budget.buckets, diff.budget.changes.len())
+        );
         for c in &diff.budget.changes {
             field_line(&mut out, "  ", c);
         }
@@ -102,10 +108,15 @@ fn section(out: &mut String, title: &str, s: &Section) {
 
 /// ` 1 added, 2 changed`, or nothing when the section is empty.
 fn counts(s: &Section) -> String {
+    counts_with(s, 0)
+}
+
+/// The counts of `s`, with `more_changed` changes besides its changed items.
+fn counts_with(s: &Section, more_changed: usize) -> String {
     let parts: Vec<String> = [
         (s.added.len(), "added"),
         (s.removed.len(), "removed"),
-        (s.changed.len(), "changed"),
+        (s.changed.len() + more_changed, "changed"),
     ]
     .into_iter()
     .filter(|(n, _)| *n > 0)

@@ -69,6 +69,17 @@ pub enum RegistryError {
         existing: String,
         new: String,
     },
+    #[error(
+        "`{pack}` differs from the published `{published}` only in build metadata, which \
+         semver ignores when it orders versions: the two would be one version with two \
+         contents; publish a new version instead"
+    )]
+    SameVersion {
+        /// `scope/name@version`.
+        pack: String,
+        /// The published version of the same precedence.
+        published: String,
+    },
     #[error("`{what}` is not in the registry at `{}`{}", registry.display(), registry_hint(registry))]
     NotFound { what: String, registry: PathBuf },
     #[error("registry file `{}` is corrupt: {reason}", path.display())]
@@ -131,6 +142,7 @@ impl RegistryError {
             | RegistryError::MalformedRef { .. }
             | RegistryError::Unpublishable(_)
             | RegistryError::VersionConflict { .. }
+            | RegistryError::SameVersion { .. }
             | RegistryError::Corrupt { .. }
             | RegistryError::Signature(_)
             | RegistryError::TrustPolicy(_)
@@ -146,7 +158,9 @@ impl RegistryError {
             RegistryError::MalformedRef { .. } => "invalid_pack_reference",
             RegistryError::Artifact(e) => e.kind(),
             RegistryError::Unpublishable(_) => "unpublishable_artifact",
-            RegistryError::VersionConflict { .. } => "version_conflict",
+            RegistryError::VersionConflict { .. } | RegistryError::SameVersion { .. } => {
+                "version_conflict"
+            }
             RegistryError::NotFound { .. } => "not_found",
             RegistryError::Corrupt { .. } => "corrupt_registry",
             RegistryError::Io { .. } => "io_error",
@@ -448,6 +462,18 @@ impl Registry {
                 PublishOutcome::AlreadyPublished
             }
             None => {
+                // `1.0.0+build` beside `1.0.0`: equal in semver's order, so no reference
+                // or index could tell them apart by rank.
+                let version = &pack.version;
+                if let Some(published) = version_files(&dir)?
+                    .into_iter()
+                    .find(|v| v.cmp_precedence(version).is_eq() && v != version)
+                {
+                    return Err(RegistryError::SameVersion {
+                        pack: pack.to_string(),
+                        published: published.to_string(),
+                    });
+                }
                 fs::write_atomic(&dir, &file_name, &bytes).map_err(io_err("write", &path))?;
                 PublishOutcome::Published
             }
