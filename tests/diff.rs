@@ -151,14 +151,28 @@ fn diff_cli() {
     let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(json["differs"], true);
 
-    assert_eq!(
-        run(dir, &["diff", "--exit-code", "v1.json", "v2.json"]).0,
-        Some(1)
+    let (code, _, stderr) = run(dir, &["diff", "--exit-code", "v1.json", "v2.json"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("acme/support@1.0.0 and acme/support@1.1.0 differ"),
+        "{stderr}"
     );
-    assert_eq!(
-        run(dir, &["diff", "--exit-code", "v1.json", "v1.json"]).0,
-        Some(0)
-    );
+    // Exit 1 says why in one JSON object under `--json-errors`, like every failure.
+    for gate in [&["--exit-code"][..], &["--fail-on", "changed"]] {
+        let args = [
+            &["--json-errors", "diff"][..],
+            gate,
+            &["v1.json", "v2.json"],
+        ]
+        .concat();
+        let (code, _, stderr) = run(dir, &args);
+        assert_eq!(code, Some(1));
+        let error: serde_json::Value = serde_json::from_str(&stderr).unwrap();
+        assert_eq!(error["error"]["kind"], "artifacts_differ", "{stderr}");
+        assert_eq!(error["error"]["exit_code"], 1);
+    }
+    let (code, _, stderr) = run(dir, &["diff", "--exit-code", "v1.json", "v1.json"]);
+    assert_eq!((code, stderr.as_str()), (Some(0), ""));
 
     // Registry references, resolved when no such file exists.
     let registry = Registry::open(dir.join(".ctxpack/registry"));

@@ -659,6 +659,29 @@ fn malformed_and_unreachable_locations() {
         ],
     );
     assert_eq!(refusal(&o), ("registry_unavailable".into(), Some(3)));
+    // A version with build metadata, which no OCI tag can spell, is refused before
+    // the registry is asked anything.
+    std::fs::write(
+        d.join("meta.ctxpack"),
+        "pack \"acme/x\" version \"1.0.0+ci.7\" library\n\
+         tool t { description \"d\" kind read risk low approval auto }\n",
+    )
+    .unwrap();
+    let o = ctxpack(
+        d,
+        &[
+            "publish",
+            "--registry",
+            &url,
+            "meta.ctxpack",
+            "--json-errors",
+        ],
+    );
+    assert_eq!(refusal(&o), ("unpublishable_artifact".into(), Some(4)));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("which an OCI tag cannot spell"),
+        "{o:?}"
+    );
     // A digest reference into a directory registry.
     let o = compile(d, "reg", &format!("acme/x@sha256:{}", "a".repeat(64)));
     assert_eq!(refusal(&o), ("invalid_pack_reference".into(), Some(4)));

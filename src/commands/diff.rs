@@ -126,6 +126,15 @@ pub fn run_with(args: &DiffArgs, load: Loader<'_>) -> i32 {
             .with("weakening", serde_json::Value::Array(weakening))
             .report(args.json_errors);
     }
+    if fail && args.fail_on != Some(FailOn::Weakened) {
+        // Exit 1 says why on stderr, as every other failure does (one object under
+        // `--json-errors`).
+        let message = format!(
+            "{}@{} and {}@{} differ",
+            d.from.name, d.from.version, d.to.name, d.to.version
+        );
+        CliError::new("artifacts_differ", exit::FAILED, message).report(args.json_errors);
+    }
     if fail {
         exit::FAILED
     } else {

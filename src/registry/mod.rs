@@ -439,6 +439,14 @@ impl Registry {
         let hash = artifact.hash.clone().unwrap_or_default();
         let pack = pack_ref_of(&artifact)?;
         if let Some(loc) = self.remote()? {
+            // An OCI tag is `[A-Za-z0-9_][A-Za-z0-9._-]*`: no `+`.
+            if !pack.version.build.is_empty() {
+                return Err(RegistryError::Unpublishable(format!(
+                    "version `{}` has build metadata (`+{}`), which an OCI tag cannot \
+                     spell; publish it to an OCI registry without it",
+                    pack.version, pack.version.build
+                )));
+            }
             return remote::publish(loc, pack, &bytes, hash);
         }
         let dir = self.pack_dir(&pack.name);
