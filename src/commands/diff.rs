@@ -100,7 +100,16 @@ pub fn run_with(args: &DiffArgs, load: Loader<'_>) -> i32 {
         Some(FailOn::Changed) => d.differs,
         None => args.exit_code && d.differs,
     };
-    if fail && args.fail_on == Some(FailOn::Weakened) {
+    if !fail {
+        return exit::OK;
+    }
+    // Exit 1 says why on stderr, as every other failure does (one object under
+    // `--json-errors`).
+    let (from, to) = (
+        format!("{}@{}", d.from.name, d.from.version),
+        format!("{}@{}", d.to.name, d.to.version),
+    );
+    let error = if args.fail_on == Some(FailOn::Weakened) {
         let weakening: Vec<serde_json::Value> = d
             .safety
             .iter()
@@ -114,32 +123,21 @@ pub fn run_with(args: &DiffArgs, load: Loader<'_>) -> i32 {
             }))
             .collect();
         let message = format!(
-            "{}@{} → {}@{} weakens safety ({} change{})",
-            d.from.name,
-            d.from.version,
-            d.to.name,
-            d.to.version,
+            "{from} → {to} weakens safety ({} change{})",
             weakening.len(),
             if weakening.len() == 1 { "" } else { "s" }
         );
         CliError::new("safety_weakened", exit::FAILED, message)
             .with("weakening", serde_json::Value::Array(weakening))
-            .report(args.json_errors);
-    }
-    if fail && args.fail_on != Some(FailOn::Weakened) {
-        // Exit 1 says why on stderr, as every other failure does (one object under
-        // `--json-errors`).
-        let message = format!(
-            "{}@{} and {}@{} differ",
-            d.from.name, d.from.version, d.to.name, d.to.version
-        );
-        CliError::new("artifacts_differ", exit::FAILED, message).report(args.json_errors);
-    }
-    if fail {
-        exit::FAILED
     } else {
-        exit::OK
-    }
+        CliError::new(
+            "artifacts_differ",
+            exit::FAILED,
+            format!("{from} and {to} differ"),
+        )
+    };
+    error.report(args.json_errors);
+    exit::FAILED
 }
 
 /// Loads a verified artifact from a file or, when no file `input` exists and it
